@@ -1,0 +1,119 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Kind says what a failed pool operation means for the caller, and so what it
+// may do next.
+type Kind int
+
+const (
+	// KindSessionExpired: the server no longer knew the session. The pool
+	// re-initialized and retried once where that was safe; the error says
+	// whether it did (Error.Retried).
+	KindSessionExpired Kind = iota + 1
+	// KindOutcomeUnknown: the request reached the server and the answer was
+	// lost. The tool may have run; the pool never replays such a request.
+	KindOutcomeUnknown
+	// KindTransport: the request never reached the server (connection refused,
+	// dial failure, pool closed). Nothing ran.
+	KindTransport
+	// KindRPC: the server answered with a JSON-RPC error. Code and Message are
+	// the server's own.
+	KindRPC
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindSessionExpired:
+		return "session_expired"
+	case KindOutcomeUnknown:
+		return "outcome_unknown"
+	case KindTransport:
+		return "transport"
+	case KindRPC:
+		return "rpc"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Sentinel errors, one per Kind, for errors.Is. Every *Error matches the
+// sentinel of its Kind.
+var (
+	ErrSessionExpired = errors.New("mcp session expired")
+	ErrOutcomeUnknown = errors.New("outcome unknown: the request may have run")
+	ErrTransport      = errors.New("mcp transport failure")
+	ErrRPC            = errors.New("mcp server error")
+
+	// ErrClosed is returned (wrapped in a KindTransport *Error) by operations
+	// on a closed Pool.
+	ErrClosed = errors.New("pool closed")
+)
+
+// An Error is a failed pool operation. It wraps the underlying cause, which
+// for KindRPC is the server's *jsonrpc.Error.
+type Error struct {
+	Kind   Kind
+	Server string // the Server's Name
+	Method string // "tools/call", "tools/list", "initialize"
+	Tool   string // for tools/call
+
+	// Code and Message are the JSON-RPC error's, when there is one.
+	Code    int64
+	Message string
+
+	// Retried reports that the pool re-initialized the session and sent the
+	// request once more.
+	Retried bool
+
+	Err error
+}
+
+func (e *Error) Error() string {
+	what := e.Method
+	if e.Tool != "" {
+		what += " " + e.Tool
+	}
+	s := fmt.Sprintf("%s %s on %q", e.Kind, what, e.Server)
+	if e.Retried {
+		s += " (after re-initializing the session)"
+	}
+	if e.Kind == KindRPC {
+		return fmt.Sprintf("%s: JSON-RPC error %d: %s", s, e.Code, e.Message)
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrSessionExpired) and the like true for an *Error
+// of that Kind.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrSessionExpired:
+		return e.Kind == KindSessionExpired
+	case ErrOutcomeUnknown:
+		return e.Kind == KindOutcomeUnknown
+	case ErrTransport:
+		return e.Kind == KindTransport
+	case ErrRPC:
+		return e.Kind == KindRPC
+	}
+	return false
+}
+
+// rpcError returns the JSON-RPC error inside err, if any.
+func rpcError(err error) (*jsonrpc.Error, bool) {
+	var w *jsonrpc.Error
+	if errors.As(err, &w) {
+		return w, true
+	}
+	return nil, false
+}

@@ -1,0 +1,80 @@
+package pool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+)
+
+// Protocol versions the pool knows by name.
+const (
+	// Protocol20251125 is the MCP era with sessions (Mcp-Session-Id,
+	// initialize).
+	Protocol20251125 = "2025-11-25"
+	// Protocol20260728 is the sessionless MCP era (server/discover, per-request
+	// _meta, no Mcp-Session-Id).
+	Protocol20260728 = "2026-07-28"
+)
+
+// A Server describes one MCP server the pool can reach: either a Streamable
+// HTTP endpoint (URL set) or a stdio command (Command set).
+//
+// Two Servers with the same endpoint but different Headers (and so different
+// credentials) or different Identity never share an upstream session.
+type Server struct {
+	// Name is the server's name in its mcp.json; it labels errors and stats.
+	Name string
+	// URL is the Streamable HTTP endpoint.
+	URL string
+	// Headers are sent on every HTTP request (for example Authorization).
+	Headers map[string]string
+
+	// Command, Args and Env describe a stdio server.
+	Command string
+	Args    []string
+	Env     map[string]string
+
+	// ProtocolVersion pins the MCP protocol version when it is known. Empty
+	// means: discover it on first connect and remember it for re-dials.
+	ProtocolVersion string
+
+	// Identity distinguishes callers that must not share a session even when
+	// their headers are equal (for example two end users behind one token).
+	Identity string
+}
+
+// key identifies a pool entry. It is comparable so that it can key a map, as
+// net/http's connectMethodKey does.
+type key struct {
+	endpoint string // URL, or the stdio command line digest
+	identity string // digest of headers, env and Identity
+	protocol string
+}
+
+func (s *Server) key() key {
+	h := sha256.New()
+	write := func(parts ...string) {
+		for _, p := range parts {
+			h.Write([]byte(p))
+			h.Write([]byte{0})
+		}
+	}
+	write(s.Identity)
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+		write("h", k, s.Headers[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		write("e", k, s.Env[k])
+	}
+	endpoint := s.URL
+	if endpoint == "" {
+		c := sha256.New()
+		for _, a := range append([]string{s.Command}, s.Args...) {
+			c.Write([]byte(a))
+			c.Write([]byte{0})
+		}
+		endpoint = "stdio:" + hex.EncodeToString(c.Sum(nil))
+	}
+	return key{endpoint: endpoint, identity: hex.EncodeToString(h.Sum(nil)), protocol: s.ProtocolVersion}
+}
