@@ -1,0 +1,83 @@
+package pool
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type entryState int
+
+const (
+	stateLive     entryState = iota // in the map; handed to callers
+	stateDraining                   // out of the map; closed when its last user releases it
+	stateClosed                     // out of the map; close started
+)
+
+// An entry is one pooled session.
+type entry struct {
+	key  key
+	srv  Server
+	gen  uint64 // dial generation for key, from 1
+	http bool   // Streamable HTTP, so probes are authoritative
+	cs   *mcp.ClientSession
+
+	dialing atomic.Bool // set until Connect returns; see errStaleInitialize
+
+	// abortCtx is cancelled when a close overruns Options.CloseTimeout; every
+	// HTTP request of the entry is tied to it.
+	abortCtx context.Context
+	abort    context.CancelFunc
+
+	// onExpiry is called (without the pool lock) when any request carrying
+	// the session id is answered 404.
+	onExpiry func()
+
+	// Guarded by Pool.mu.
+	state       entryState
+	inUse       int
+	created     time.Time
+	lastUsed    time.Time
+	closeReason string
+
+	toolsMu  sync.Mutex // protects the three fields below
+	tools    []*mcp.Tool
+	toolsAt  time.Time // zero: no cached list
+	toolsVer uint64    // bumped by clearTools, so a list fetched before a change is not stored after it
+}
+
+func (e *entry) sawExpiry() {
+	if e.onExpiry != nil {
+		e.onExpiry()
+	}
+}
+
+// cachedTools returns the cached list if it is younger than ttl, and the
+// cache version to pass to storeTools after a fetch.
+func (e *entry) cachedTools(now time.Time, ttl time.Duration) (tools []*mcp.Tool, ok bool, ver uint64) {
+	e.toolsMu.Lock()
+	defer e.toolsMu.Unlock()
+	if e.toolsAt.IsZero() || now.Sub(e.toolsAt) >= ttl {
+		return nil, false, e.toolsVer
+	}
+	return e.tools, true, e.toolsVer
+}
+
+func (e *entry) storeTools(tools []*mcp.Tool, at time.Time, ver uint64) {
+	e.toolsMu.Lock()
+	if e.toolsVer == ver {
+		e.tools, e.toolsAt = tools, at
+	}
+	e.toolsMu.Unlock()
+}
+
+// clearTools drops the cached list (notifications/tools/list_changed).
+func (e *entry) clearTools() {
+	e.toolsMu.Lock()
+	e.tools, e.toolsAt = nil, time.Time{}
+	e.toolsVer++
+	e.toolsMu.Unlock()
+}

@@ -1,0 +1,166 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// go-sdk retires every call in flight on a session with the ErrSessionMissing
+// of whichever request first saw a 404, even when the call's own tool ran to
+// completion (see docs/ARCHITECTURE.md). So "was this request executed?"
+// cannot be read off the error. Instead each call carries a probe in its
+// context, and the entry's RoundTripper records on it what happened to that
+// call's own POST. go-sdk issues a call's POST with the call's context, so the
+// probe sees exactly that request and nothing else; the standalone GET stream
+// and the closing DELETE run on the connection's context, which has no probe.
+
+type probeKey struct{}
+
+// A probe records what happened to the first POST of one pooled request.
+type probe struct {
+	posts atomic.Int32 // POSTs issued with this probe's context
+
+	mu          sync.Mutex // protects the fields below
+	status      int        // HTTP status of the first POST; 0 if unanswered
+	withSession bool       // the first POST carried Mcp-Session-Id
+	notWritten  bool       // the first POST failed before anything reached the server
+}
+
+func withProbe(ctx context.Context, p *probe) context.Context {
+	return context.WithValue(ctx, probeKey{}, p)
+}
+
+func (p *probe) evidence(overHTTP bool) evidence {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return evidence{
+		overHTTP:    overHTTP,
+		posts:       int(p.posts.Load()),
+		status:      p.status,
+		withSession: p.withSession,
+		notWritten:  p.notWritten,
+	}
+}
+
+const sessionIDHeader = "Mcp-Session-Id"
+
+// errStaleInitialize is returned by the recorder, before anything is sent,
+// for an initialize request that would carry a session id. That happens in
+// go-sdk when a server/discover answer set a session id and the client falls
+// back to initialize on the same connection. The pool then dials again with
+// the protocol pinned, so initialize goes out on a fresh connection.
+var errStaleInitialize = errors.New("refusing to send initialize carrying an Mcp-Session-Id")
+
+// recorder is the http.RoundTripper of one pool entry. It adds the server's
+// configured headers, records per-request evidence on the call's probe, tells
+// the entry when any request carrying its session id is answered 404, and
+// aborts everything when the entry's close times out.
+type recorder struct {
+	base    http.RoundTripper
+	headers map[string]string
+	entry   *entry
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context()) // a RoundTripper must not modify its request
+	for k, v := range r.headers {
+		if req.Header.Get(k) == "" {
+			req.Header.Set(k, v)
+		}
+	}
+	withSession := req.Header.Get(sessionIDHeader) != ""
+	if withSession && req.Method == http.MethodPost && r.entry.dialing.Load() && isInitialize(req) {
+		return nil, errStaleInitialize
+	}
+
+	// Tie the request to the entry's lifetime so a close that overruns its
+	// timeout can abort it.
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(r.entry.abortCtx, cancel)
+	req = req.WithContext(ctx)
+
+	var pr *probe
+	if p, ok := req.Context().Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost && p.posts.Add(1) == 1 {
+		pr = p
+	}
+	resp, err := r.base.RoundTrip(req)
+	if err != nil {
+		stop()
+		cancel()
+		if pr != nil {
+			pr.mu.Lock()
+			pr.withSession = withSession
+			pr.notWritten = isNotWritten(err)
+			pr.mu.Unlock()
+		}
+		return nil, err
+	}
+	if pr != nil {
+		pr.mu.Lock()
+		pr.status = resp.StatusCode
+		pr.withSession = withSession
+		pr.mu.Unlock()
+	}
+	// A POST carrying the session id answered 404: the server has forgotten
+	// the session, whatever request this was (a call, or a notification such
+	// as notifications/cancelled). A 404 to the standalone GET is left to
+	// go-sdk: some servers answer the first GET with 404 instead of 405 and
+	// go-sdk rightly keeps such a session; a 404 on reconnect fails the
+	// session, and the entry's watcher replaces it.
+	if resp.StatusCode == http.StatusNotFound && withSession && req.Method == http.MethodPost {
+		r.entry.sawExpiry()
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, release: func() { stop(); cancel() }}
+	return resp, nil
+}
+
+// cancelBody releases the request's abort hook when the body is closed: the
+// response may stream (SSE) long after RoundTrip returns.
+type cancelBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// isInitialize reports whether req's body is a JSON-RPC initialize request.
+// It is only asked while an entry is dialing, so the body copy is cheap.
+func isInitialize(req *http.Request) bool {
+	if req.GetBody == nil {
+		return false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	var msg struct {
+		Method string `json:"method"`
+	}
+	if err := json.NewDecoder(io.LimitReader(body, 1<<20)).Decode(&msg); err != nil {
+		return false
+	}
+	return msg.Method == "initialize"
+}
+
+// isNotWritten reports whether a RoundTrip error proves the request never
+// reached the server: the connection could not be made at all. Like
+// net/http's nothingWrittenError, anything less certain counts as written.
+func isNotWritten(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return false
+}

@@ -1,0 +1,151 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestCallAndStats(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := ts.server("a")
+	res := mustCall(t, p, srv, "echo", "1")
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "hello 1" {
+		t.Fatalf("echo = %q", got)
+	}
+	mustCall(t, p, srv, "echo", "2")
+	st := p.Stats()
+	if st.Dials != 1 || st.Open != 1 || st.Idle != 1 || st.InUse != 0 || st.Reinitializations != 0 || st.Retries != 0 {
+		t.Fatalf("stats after two calls on one session: %+v", st)
+	}
+}
+
+func TestRestartBetweenCalls(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := ts.server("a")
+	mustCall(t, p, srv, "echo", "before")
+	ts.restart()
+	mustCall(t, p, srv, "echo", "after")
+
+	for _, id := range []string{"before", "after"} {
+		if n := ts.executions(id); n != 1 {
+			t.Errorf("executions of %s = %d, want 1", id, n)
+		}
+	}
+	st := p.Stats()
+	if st.Reinitializations != 1 || st.Retries != 1 || st.Dials != 2 || st.InvalidationsByReason[reasonExpired] != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestConcurrentCallersOnForgottenSession(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := ts.server("a")
+	mustCall(t, p, srv, "echo", "warm")
+	ts.restart()
+
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := call(ctx, p, srv, "echo", fmt.Sprint(i))
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("call failed: %v", err)
+		}
+	}
+	for i := range n {
+		if got := ts.executions(fmt.Sprint(i)); got != 1 {
+			t.Errorf("executions of call %d = %d, want exactly 1", i, got)
+		}
+	}
+	st := p.Stats()
+	if st.Reinitializations != 1 || st.Dials != 2 {
+		t.Fatalf("want exactly one re-initialization shared by %d callers; stats: %+v", n, st)
+	}
+	t.Logf("64 callers on a forgotten session: %d retries, %d re-initialization", st.Retries, st.Reinitializations)
+}
+
+func TestSecond404AfterRecoverySurfaces(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := ts.server("a")
+	mustCall(t, p, srv, "echo", "warm")
+	// From now on the server forgets every session as soon as it is made.
+	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+		if r.Header.Get("Mcp-Session-Id") != "" && rpc.Method == "tools/call" {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return true
+		}
+		return false
+	})
+	_, err := call(context.Background(), p, srv, "echo", "x")
+	pe := asPoolError(t, err)
+	if pe.Kind != KindSessionExpired || !pe.Retried || !errors.Is(err, ErrSessionExpired) {
+		t.Fatalf("want a session-expired error after one retry, got %+v", pe)
+	}
+	if n := ts.executions("x"); n != 0 {
+		t.Fatalf("executions = %d, want 0", n)
+	}
+	if st := p.Stats(); st.Retries != 1 || st.Dials != 2 {
+		t.Fatalf("want exactly one retry and one re-dial (no loop); stats: %+v", st)
+	}
+}
+
+func TestFailedReinitializeSurfaces(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := ts.server("a")
+	mustCall(t, p, srv, "echo", "warm")
+	ts.restart()
+	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+		if rpc.Method == "initialize" {
+			http.Error(w, "upstream is being redeployed", http.StatusForbidden)
+			return true
+		}
+		return false
+	})
+	_, err := call(context.Background(), p, srv, "echo", "x")
+	pe := asPoolError(t, err)
+	if pe.Kind != KindSessionExpired || !errors.Is(err, ErrSessionExpired) {
+		t.Fatalf("want session expired with the failed re-initialization as cause, got %v", err)
+	}
+	if want := "re-initializing the session failed"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("error %q does not carry the cause", err)
+	}
+	if st := p.Stats(); st.Dials != 2 || st.DialFailures != 1 || st.Retries != 1 || st.Reinitializations != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	// Once the server accepts sessions again, the pool recovers by itself.
+	ts.setIntercept(nil)
+	mustCall(t, p, srv, "echo", "later")
+	if st := p.Stats(); st.Reinitializations != 1 {
+		t.Fatalf("stats after recovery: %+v", st)
+	}
+}
