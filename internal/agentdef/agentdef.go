@@ -1,8 +1,41 @@
 // Package agentdef loads agent definitions: a folder agents/<name>/ holding
 // agent.json and tools/mcp.json.
+//
+// agent.json looks like this (only name and description are required):
+//
+//	{
+//	  "name": "packrat",
+//	  "description": "Keeps notes and finds them again.",
+//	  "instructions": "You are packrat, ...",
+//	  "model": {"base_url": "", "name": "builtin", "api_key_env": "OPENAI_API_KEY"},
+//	  "tools": ["packrat"],
+//	  "max_steps": 10,
+//	  "max_depth": 4,
+//	  "allow_stdio": false
+//	}
+//
+// As with mcp.json, unknown fields, duplicate fields and values of the wrong
+// type are errors that name the file, the field and the value: a typo that
+// was ignored would quietly run the agent with a default.
 package agentdef
 
-import "github.com/switchboard-run/switchboard/internal/mcpconfig"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+)
 
 // Definition is one agent.
 type Definition struct {
@@ -35,9 +68,321 @@ type Model struct {
 	APIKeyEnv string
 }
 
-// Load reads the agent in dir.
-func Load(dir string) (*Definition, error) { panic("not implemented") }
+// Defaults and limits of agent.json.
+const (
+	DefaultModel    = "builtin"
+	DefaultMaxSteps = 10
+	MaxMaxSteps     = 100
+	MaxMaxDepth     = 16
+)
+
+// File names inside an agent's folder.
+const (
+	DefinitionFile = "agent.json"
+	MCPFile        = "tools/mcp.json" // slash-separated; see [Load]
+)
+
+// agentName is what an agent may be called; the name is also its folder,
+// its URL path and part of the tool names other agents see.
+var agentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+var (
+	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "allow_stdio"}
+	modelFields = []string{"base_url", "name", "api_key_env"}
+)
+
+// Load reads the agent in dir: dir/agent.json and, if present,
+// dir/tools/mcp.json. Errors in agent.json are [*Error]s; errors in
+// tools/mcp.json are [*mcpconfig.ConfigError]s. Both name the file.
+func Load(dir string) (*Definition, error) {
+	path := filepath.Join(dir, DefinitionFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is already in File
+		}
+		return nil, &Error{File: path, Msg: "cannot read file", Err: err}
+	}
+	folder := filepath.Base(filepath.Clean(dir))
+	if abs, err := filepath.Abs(dir); err == nil {
+		folder = filepath.Base(abs) // so that Load(".") knows its name
+	}
+	d, err := parse(path, folder, data)
+	if err != nil {
+		return nil, err
+	}
+	d.Dir = dir
+
+	mcpPath := filepath.Join(dir, filepath.FromSlash(MCPFile))
+	d.MCP, err = mcpconfig.Load(mcpPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		d.MCP, err = &mcpconfig.Config{Path: mcpPath}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
 
 // LoadAll loads every agents/<name>/ under agentsDir that has an agent.json,
-// sorted by name.
-func LoadAll(agentsDir string) ([]*Definition, error) { panic("not implemented") }
+// sorted by name. Other folders (Go packages, for example) are skipped. The
+// first agent that fails to load fails LoadAll; its error names the file.
+func LoadAll(agentsDir string) ([]*Definition, error) {
+	entries, err := os.ReadDir(agentsDir) // sorted by file name, which is the agent name
+	if err != nil {
+		return nil, err
+	}
+	var defs []*Definition
+	for _, e := range entries {
+		dir := filepath.Join(agentsDir, e.Name())
+		// Stat rather than e.IsDir, so that a symlinked agent folder counts.
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, DefinitionFile)); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		d, err := Load(dir)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
+// CheckServer reports whether the agent may start s: a stdio server runs a
+// local process, which an agent must opt into with allow_stdio. The error
+// matches [ErrStdioNotAllowed]. A stdio server in tools/mcp.json is not a
+// load error, so that the rest of the agent keeps working without it.
+func (d *Definition) CheckServer(s *mcpconfig.Server) error {
+	if s.Type == mcpconfig.TypeStdio && !d.AllowStdio {
+		return &stdioError{agent: d.Name, server: s.Name}
+	}
+	return nil
+}
+
+// parser parses one agent.json.
+type parser struct{ file string }
+
+func (p *parser) fail(field, value, format string, args ...any) error {
+	return &Error{File: p.file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
+}
+
+// parse parses data as the agent.json at path in the folder named folder.
+func parse(path, folder string, data []byte) (*Definition, error) {
+	p := &parser{file: path}
+	if line, col, err := syntaxError(data); err != nil {
+		return nil, &Error{File: path, Line: line, Col: col, Msg: "invalid JSON", Err: err}
+	}
+	ms, err := p.object("", data)
+	if err != nil {
+		return nil, err
+	}
+
+	d := &Definition{MaxSteps: DefaultMaxSteps, MaxDepth: delegation.DefaultMaxDepth}
+	has := make(map[string]bool)
+	for _, m := range ms {
+		has[m.key] = true
+		var err error
+		switch m.key {
+		case "name":
+			d.Name, err = p.str(m.key, m.raw)
+		case "description":
+			d.Description, err = p.str(m.key, m.raw)
+		case "instructions":
+			d.Instructions, err = p.str(m.key, m.raw)
+		case "model":
+			d.Model, err = p.model(m.raw)
+		case "tools":
+			d.Tools, err = p.tools(m.raw)
+		case "max_steps":
+			d.MaxSteps, err = p.int(m.key, m.raw, 1, MaxMaxSteps)
+		case "max_depth":
+			d.MaxDepth, err = p.int(m.key, m.raw, 1, MaxMaxDepth)
+		case "allow_stdio":
+			d.AllowStdio, err = p.bool(m.key, m.raw)
+		default:
+			err = p.unknown("", m.key, fields)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	switch {
+	case !has["name"]:
+		return nil, p.fail("name", "", "required; it must be the folder name %q", folder)
+	case !agentName.MatchString(d.Name):
+		return nil, p.fail("name", d.Name, "invalid agent name %q; names must match ^[a-z][a-z0-9-]{0,31}$", d.Name)
+	case d.Name != folder:
+		return nil, p.fail("name", d.Name, "%q does not match the folder name %q", d.Name, folder)
+	case !has["description"]:
+		return nil, p.fail("description", "", "required; other agents read it to decide when to delegate")
+	case strings.TrimSpace(d.Description) == "":
+		return nil, p.fail("description", d.Description, "must not be empty; other agents read it to decide when to delegate")
+	}
+	return d, nil
+}
+
+// object returns the members of the object raw, the value of field ("" for
+// the whole file).
+func (p *parser) object(field string, raw json.RawMessage) ([]member, error) {
+	if k := kind(raw); k != "object" {
+		if field == "" {
+			return nil, p.fail("", "", "want a JSON object at the top level, got %s", k)
+		}
+		return nil, p.fail(field, string(raw), "want an object, got %s", k)
+	}
+	ms, err := members(raw)
+	if dup, ok := errors.AsType[*errDuplicate](err); ok {
+		return nil, p.fail(join(field, dup.key), "", "duplicate field")
+	} else if err != nil {
+		return nil, &Error{File: p.file, Field: field, Msg: "invalid JSON", Err: err}
+	}
+	return ms, nil
+}
+
+func join(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "." + key
+}
+
+// unknown is the error for the field key, not in known, of the object
+// prefix ("" for the whole file). It suggests the known field that differs
+// only in case or underscores (maxSteps, allowStdio).
+func (p *parser) unknown(prefix, key string, known []string) error {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }
+	hint := ""
+	for _, k := range known {
+		if norm(k) == norm(key) {
+			hint = fmt.Sprintf("; did you mean %q?", k)
+		}
+	}
+	what := "unknown field"
+	if prefix != "" {
+		what = fmt.Sprintf("unknown field in %q", prefix)
+	}
+	return p.fail(join(prefix, key), "", "%s; known fields are %s%s", what, strings.Join(known, ", "), hint)
+}
+
+func (p *parser) str(field string, raw json.RawMessage) (string, error) {
+	if k := kind(raw); k != "string" {
+		return "", p.fail(field, string(raw), "want a string, got %s", k)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &Error{File: p.file, Field: field, Value: string(raw), Msg: "invalid string", Err: err}
+	}
+	return s, nil
+}
+
+func (p *parser) bool(field string, raw json.RawMessage) (bool, error) {
+	if k := kind(raw); k != "boolean" {
+		return false, p.fail(field, string(raw), "want true or false, got %s", k)
+	}
+	return bytes.HasPrefix(raw, []byte("true")), nil
+}
+
+// int decodes an integer in [lo, hi]. An explicit value out of range is an
+// error, not a request for the default.
+func (p *parser) int(field string, raw json.RawMessage, lo, hi int) (int, error) {
+	got := kind(raw)
+	if got == "number" {
+		got = string(raw)
+		if n, err := strconv.Atoi(got); err == nil && lo <= n && n <= hi {
+			return n, nil
+		}
+	}
+	return 0, p.fail(field, string(raw), "want an integer from %d to %d, got %s", lo, hi, got)
+}
+
+func (p *parser) model(raw json.RawMessage) (Model, error) {
+	var m Model
+	ms, err := p.object("model", raw)
+	if err != nil {
+		return m, err
+	}
+	for _, e := range ms {
+		field := "model." + e.key
+		var err error
+		switch e.key {
+		case "base_url":
+			m.BaseURL, err = p.str(field, e.raw)
+			if err == nil && m.BaseURL != "" {
+				err = p.checkURL(field, m.BaseURL)
+			}
+		case "name":
+			m.Name, err = p.str(field, e.raw)
+		case "api_key_env":
+			m.APIKeyEnv, err = p.str(field, e.raw)
+			if err == nil && m.APIKeyEnv != "" && !isVarName(m.APIKeyEnv) {
+				err = p.fail(field, m.APIKeyEnv, "invalid environment variable name %q; want letters, digits and _, not starting with a digit", m.APIKeyEnv)
+			}
+		default:
+			err = p.unknown("model", e.key, modelFields)
+		}
+		if err != nil {
+			return m, err
+		}
+	}
+	if m.Name == "" {
+		m.Name = DefaultModel
+	}
+	return m, nil
+}
+
+func (p *parser) checkURL(field, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // ue repeats the URL, which Msg already quotes
+		}
+		return &Error{File: p.file, Field: field, Value: raw, Msg: fmt.Sprintf("invalid URL %q", raw), Err: err}
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return p.fail(field, raw, "URL %q must start with http:// or https://", u.Redacted())
+	case u.Host == "":
+		return p.fail(field, raw, "URL %q has no host", u.Redacted())
+	}
+	return nil
+}
+
+func (p *parser) tools(raw json.RawMessage) ([]string, error) {
+	var raws []json.RawMessage
+	if kind(raw) != "array" || json.Unmarshal(raw, &raws) != nil {
+		return nil, p.fail("tools", string(raw), "want an array of strings, got %s", kind(raw))
+	}
+	tools := make([]string, 0, len(raws))
+	for i, r := range raws {
+		field := fmt.Sprintf("tools[%d]", i)
+		s, err := p.str(field, r)
+		switch {
+		case err != nil:
+			return nil, err
+		case s == "":
+			return nil, p.fail(field, s, "empty toolset name")
+		case slices.Contains(tools, s):
+			return nil, p.fail(field, s, "duplicate toolset %q", s)
+		}
+		tools = append(tools, s)
+	}
+	return tools, nil
+}
+
+// isVarName reports whether s is a portable environment variable name.
+func isVarName(s string) bool {
+	if s == "" || ('0' <= s[0] && s[0] <= '9') {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

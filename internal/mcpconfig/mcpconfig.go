@@ -1,9 +1,40 @@
 // Package mcpconfig loads mcp.json files in the dialects people already
 // write: "mcpServers" (Claude Desktop, Claude Code, Cursor) and "servers"
 // (VS Code).
+//
+// A server with "url" speaks Streamable HTTP; one with "command" (and
+// optionally "args" and "env") is a stdio server. An explicit "type" of
+// "http" or "streamable-http" (both become Type "http") or "stdio" must agree
+// with those fields; "sse" is refused because the SSE transport is not
+// supported. Other server fields are "headers", "protocolVersion" and
+// "disabled": a disabled server is checked for unknown fields and JSON types
+// but not expanded, and it is left out of [Config.Servers]. VS Code's
+// top-level "inputs" array is accepted but never used: referring to one
+// with ${input:...} is an error, since nobody is there to answer the prompt.
+//
+// Variables (${VAR}, ${VAR:-default}, ${env:VAR}, $$ for a literal $) are
+// expanded in "url", header values, "command", "args" and "env" values.
+//
+// Anything unknown or malformed is an error rather than silently ignored:
+// a misspelled field that was ignored would surface much later as a server
+// that behaves strangely. Every error is a [*ConfigError] naming the file,
+// the server, the field and the value.
 package mcpconfig
 
-import "github.com/switchboard-run/switchboard/pool"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/switchboard-run/switchboard/pool"
+)
 
 // Server is one MCP server from an mcp.json, with every ${VAR} expanded.
 type Server struct {
@@ -24,13 +55,30 @@ type Config struct {
 }
 
 // Load reads and parses the mcp.json at path, expanding variables from the
-// process environment.
-func Load(path string) (*Config, error) { panic("not implemented") }
+// process environment. When the file cannot be read the error is a
+// [*ConfigError] wrapping the cause, so errors.Is(err, fs.ErrNotExist)
+// tells a missing file apart.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is already in File
+		}
+		return nil, &ConfigError{File: path, Msg: "cannot read file", Err: err}
+	}
+	return Parse(path, data, os.LookupEnv)
+}
 
 // Parse parses data as the mcp.json at path (path is used in errors), looking
-// variables up with lookup.
+// variables up with lookup. A nil lookup defines no variables. Every error
+// is a [*ConfigError].
 func Parse(path string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
-	panic("not implemented")
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	p := &parser{file: path, lookup: lookup}
+	return p.parse(data)
 }
 
 // Server returns the server called name.
@@ -50,4 +98,418 @@ func (s *Server) Pool() *pool.Server {
 		Command: s.Command, Args: s.Args, Env: s.Env,
 		ProtocolVersion: s.ProtocolVersion,
 	}
+}
+
+// Server types.
+const (
+	TypeHTTP  = "http"
+	TypeStdio = "stdio"
+)
+
+// protocolVersions are the MCP protocol versions a server may be pinned to.
+var protocolVersions = []string{pool.Protocol20260728, pool.Protocol20251125, "2025-06-18", "2025-03-26"}
+
+// serverName is what a server may be called: its name becomes part of the
+// model-facing tool names (e.g. "packrat__store_note"), and providers allow
+// only these characters there.
+var serverName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+const serverNameRule = "names must match ^[a-zA-Z0-9_-]{1,64}$ because they become part of tool names"
+
+// Field names, in the order they are checked and listed in errors.
+var (
+	serverFields = []string{"type", "url", "headers", "command", "args", "env", "protocolVersion", "disabled"}
+	httpFields   = []string{"url", "headers"}
+	stdioFields  = []string{"command", "args", "env"}
+)
+
+// reservedHeaders are set by the transport itself: a fixed session id or
+// protocol version in the config would break every reconnect.
+var reservedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version"}
+
+// hints answer the misspellings and near-misses seen in real configs.
+var hints = map[string]string{
+	"mcp":       `; "mcp" wraps the servers in VS Code's settings.json, but mcp.json has "servers" at the top level`,
+	"serverUrl": `; did you mean "url"?`,
+	"httpUrl":   `; did you mean "url"?`,
+}
+
+type parser struct {
+	file   string
+	lookup func(string) (string, bool)
+}
+
+func (p *parser) fail(server, field, value, format string, args ...any) error {
+	return &ConfigError{File: p.file, Server: server, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
+}
+
+// walkErr turns an error from [members] into a ConfigError. Duplicates are
+// reported by the callers, which know what the key names; anything else
+// cannot happen in JSON that passed [syntaxError].
+func (p *parser) walkErr(server string, err error) error {
+	return &ConfigError{File: p.file, Server: server, Msg: "invalid JSON", Err: err}
+}
+
+func (p *parser) parse(data []byte) (*Config, error) {
+	// Editors on Windows may save a byte order mark, which encoding/json
+	// rejects; it is not part of the content.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if line, col, err := syntaxError(data); err != nil {
+		return nil, &ConfigError{File: p.file, Line: line, Col: col, Msg: "invalid JSON", Err: err}
+	}
+	if k := kind(data); k != "object" {
+		return nil, p.fail("", "", "", "want a JSON object at the top level, got %s", k)
+	}
+	ms, err := members(data)
+	if dup, ok := errors.AsType[*errDuplicate](err); ok {
+		return nil, p.fail("", dup.key, "", "duplicate field")
+	} else if err != nil {
+		return nil, p.walkErr("", err)
+	}
+
+	var section member // "mcpServers" or "servers"
+	for _, m := range ms {
+		switch m.key {
+		case "mcpServers", "servers":
+			if section.key != "" {
+				return nil, p.fail("", "", "", `has both "mcpServers" and "servers"; use one`)
+			}
+			section = m
+		case "inputs":
+			if k := kind(m.raw); k != "array" {
+				return nil, p.fail("", m.key, string(m.raw), "want an array, got %s", k)
+			}
+		default:
+			return nil, p.fail("", m.key, "", `unknown field; want "mcpServers" (Claude Desktop, Claude Code, Cursor) or "servers" (VS Code)%s`,
+				hint(m.key, "mcpServers", "servers", "inputs"))
+		}
+	}
+
+	cfg := &Config{Path: p.file}
+	if section.key == "" {
+		return cfg, nil
+	}
+	if k := kind(section.raw); k != "object" {
+		return nil, p.fail("", section.key, string(section.raw), "want an object of servers by name, got %s", k)
+	}
+	ms, err = members(section.raw)
+	if dup, ok := errors.AsType[*errDuplicate](err); ok {
+		return nil, p.fail(dup.key, "", "", "defined twice in %q", section.key)
+	} else if err != nil {
+		return nil, p.walkErr("", err)
+	}
+	for _, m := range ms {
+		switch {
+		case m.key == "":
+			return nil, p.fail("", section.key, "", "empty server name; %s", serverNameRule)
+		case !serverName.MatchString(m.key):
+			return nil, p.fail(m.key, "", m.key, "invalid server name; %s", serverNameRule)
+		}
+		sp := &serverParser{parser: p, name: m.key}
+		s, err := sp.parse(m.raw)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			cfg.Servers = append(cfg.Servers, s)
+		}
+	}
+	return cfg, nil
+}
+
+// hint suggests a known field for key, or returns "".
+func hint(key string, known ...string) string {
+	if h, ok := hints[key]; ok {
+		return h
+	}
+	for _, k := range known {
+		if strings.EqualFold(key, k) {
+			return fmt.Sprintf("; did you mean %q?", k)
+		}
+	}
+	return ""
+}
+
+// serverParser parses one server entry.
+type serverParser struct {
+	*parser
+	name string
+}
+
+func (sp *serverParser) fail(field, value, format string, args ...any) error {
+	return sp.parser.fail(sp.name, field, value, format, args...)
+}
+
+// A kv is one entry of "headers" or "env", in file order.
+type kv struct{ key, value string }
+
+// parse returns the server, or nil for a disabled one.
+func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
+	if k := kind(raw); k != "object" {
+		return nil, sp.fail("", string(raw), "want an object, got %s", k)
+	}
+	ms, err := members(raw)
+	if dup, ok := errors.AsType[*errDuplicate](err); ok {
+		return nil, sp.fail(dup.key, "", "duplicate field")
+	} else if err != nil {
+		return nil, sp.walkErr(sp.name, err)
+	}
+
+	// First the shape: known fields with the right JSON types.
+	var (
+		has      = make(map[string]bool)
+		str      = make(map[string]string) // the string-valued fields
+		args     []string
+		headers  []kv
+		env      []kv
+		disabled bool
+	)
+	for _, m := range ms {
+		has[m.key] = true
+		var err error
+		switch m.key {
+		case "type", "url", "command", "protocolVersion":
+			str[m.key], err = sp.str(m.key, m.raw)
+		case "args":
+			args, err = sp.strs(m)
+		case "headers":
+			headers, err = sp.strMap(m)
+		case "env":
+			env, err = sp.strMap(m)
+		case "disabled":
+			if k := kind(m.raw); k != "boolean" {
+				err = sp.fail(m.key, string(m.raw), "want true or false, got %s", k)
+			} else {
+				disabled = bytes.HasPrefix(m.raw, []byte("true"))
+			}
+		default:
+			err = sp.fail(m.key, "", "unknown field; known fields are %s%s",
+				strings.Join(serverFields, ", "), hint(m.key, serverFields...))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if disabled {
+		return nil, nil
+	}
+
+	// Then the transport, and fields that do not belong to it.
+	typ, why, err := sp.transport(has, str["type"])
+	if err != nil {
+		return nil, err
+	}
+	own, other, label := httpFields, stdioFields, "Streamable HTTP"
+	if typ == TypeStdio {
+		own, other, label = stdioFields, httpFields, "stdio"
+	}
+	for _, f := range other {
+		if has[f] {
+			return nil, sp.fail(f, str[f], "not allowed on a %s server (%s)", label, why)
+		}
+	}
+	if !has[own[0]] {
+		return nil, sp.fail("", "", "type %q requires %q", str["type"], own[0])
+	}
+
+	// Then the values.
+	s := &Server{Name: sp.name, Type: typ}
+	if v, ok := str["protocolVersion"]; ok {
+		if !slices.Contains(protocolVersions, v) {
+			return nil, sp.fail("protocolVersion", v, "unsupported protocol version %q; want one of %q", v, protocolVersions)
+		}
+		s.ProtocolVersion = v
+	}
+	if typ == TypeHTTP {
+		if s.URL, err = sp.url(str["url"]); err != nil {
+			return nil, err
+		}
+		s.Headers, err = sp.headers(headers)
+		return s, err
+	}
+	if s.Command, err = sp.expand("command", str["command"]); err != nil {
+		return nil, err
+	}
+	if s.Command == "" {
+		return nil, sp.fail("command", str["command"], "command is empty")
+	}
+	for i, a := range args {
+		v, err := sp.expand(fmt.Sprintf("args[%d]", i), a)
+		if err != nil {
+			return nil, err
+		}
+		s.Args = append(s.Args, v)
+	}
+	s.Env, err = sp.env(env)
+	return s, err
+}
+
+// transport decides the server's Type from its explicit "type" or, without
+// one, from whether it has "url" or "command". why says which, for errors.
+func (sp *serverParser) transport(has map[string]bool, typ string) (t, why string, err error) {
+	if !has["type"] {
+		switch {
+		case has["url"] && has["command"]:
+			return "", "", sp.fail("", "", `has both "url" and "command"; use "url" for Streamable HTTP or "command" for stdio, not both`)
+		case has["url"]:
+			return TypeHTTP, `it has "url"`, nil
+		case has["command"]:
+			return TypeStdio, `it has "command"`, nil
+		}
+		return "", "", sp.fail("", "", `has neither "url" (Streamable HTTP) nor "command" (stdio)`)
+	}
+	switch typ {
+	case "http", "streamable-http":
+		return TypeHTTP, fmt.Sprintf("type %q", typ), nil
+	case "stdio":
+		return TypeStdio, `type "stdio"`, nil
+	case "sse":
+		return "", "", sp.fail("type", typ, `SSE transport is not supported; use Streamable HTTP (the server's Streamable HTTP endpoint as "url", with "type": "http" or no type)`)
+	}
+	return "", "", sp.fail("type", typ, `unknown type %q; want "stdio", "http" or "streamable-http"`, typ)
+}
+
+func (sp *serverParser) str(field string, raw json.RawMessage) (string, error) {
+	if k := kind(raw); k != "string" {
+		return "", sp.fail(field, string(raw), "want a string, got %s", k)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &ConfigError{File: sp.file, Server: sp.name, Field: field, Value: string(raw), Msg: "invalid string", Err: err}
+	}
+	return s, nil
+}
+
+func (sp *serverParser) strs(m member) ([]string, error) {
+	var raws []json.RawMessage
+	if kind(m.raw) != "array" || json.Unmarshal(m.raw, &raws) != nil {
+		return nil, sp.fail(m.key, string(m.raw), "want an array of strings, got %s", kind(m.raw))
+	}
+	out := make([]string, 0, len(raws))
+	for i, raw := range raws {
+		s, err := sp.str(fmt.Sprintf("%s[%d]", m.key, i), raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// strMap decodes an object of strings, keeping file order so that errors
+// are reported for the first bad entry in the file.
+func (sp *serverParser) strMap(m member) ([]kv, error) {
+	if k := kind(m.raw); k != "object" {
+		return nil, sp.fail(m.key, string(m.raw), "want an object of strings, got %s", k)
+	}
+	ms, err := members(m.raw)
+	if dup, ok := errors.AsType[*errDuplicate](err); ok {
+		return nil, sp.fail(m.key+"."+dup.key, "", "duplicate key")
+	} else if err != nil {
+		return nil, sp.walkErr(sp.name, err)
+	}
+	out := make([]kv, 0, len(ms))
+	for _, e := range ms {
+		v, err := sp.str(m.key+"."+e.key, e.raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kv{e.key, v})
+	}
+	return out, nil
+}
+
+// expand expands the variables in the value of field.
+func (sp *serverParser) expand(field, value string) (string, error) {
+	v, err := expand(value, sp.lookup)
+	if err != nil {
+		return "", sp.fail(field, value, "%s", err)
+	}
+	return v, nil
+}
+
+func (sp *serverParser) url(raw string) (string, error) {
+	v, err := sp.expand("url", raw)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // ue repeats the URL, which Msg already quotes
+		}
+		return "", &ConfigError{File: sp.file, Server: sp.name, Field: "url", Value: raw, Msg: fmt.Sprintf("invalid URL %q", v), Err: err}
+	}
+	// Redacted hides a password in the URL; the rest helps find the mistake.
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", sp.fail("url", raw, "URL %q must start with http:// or https://", u.Redacted())
+	case u.Host == "":
+		return "", sp.fail("url", raw, "URL %q has no host", u.Redacted())
+	}
+	return v, nil
+}
+
+func (sp *serverParser) headers(entries []kv) (map[string]string, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(entries))
+	canon := make(map[string]string) // lower-case name -> name as written
+	for _, e := range entries {
+		field := "headers." + e.key
+		if !isToken(e.key) {
+			return nil, sp.fail("headers", e.key, "invalid header name %q", e.key)
+		}
+		for _, r := range reservedHeaders {
+			if strings.EqualFold(e.key, r) {
+				return nil, sp.fail(field, e.value, "%s is set by the transport and cannot be configured", r)
+			}
+		}
+		if prev, ok := canon[strings.ToLower(e.key)]; ok {
+			return nil, sp.fail(field, e.value, "same header as %q (header names are case-insensitive)", prev)
+		}
+		canon[strings.ToLower(e.key)] = e.key
+		v, err := sp.expand(field, e.value)
+		if err != nil {
+			return nil, err
+		}
+		// The expanded value may be a secret, so it is not quoted.
+		if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+			return nil, sp.fail(field, e.value, "value contains a control character such as a newline (after expansion)")
+		}
+		out[e.key] = v
+	}
+	return out, nil
+}
+
+func (sp *serverParser) env(entries []kv) (map[string]string, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		if e.key == "" || strings.ContainsAny(e.key, "=\x00") {
+			return nil, sp.fail("env", e.key, "invalid variable name %q", e.key)
+		}
+		v, err := sp.expand("env."+e.key, e.value)
+		if err != nil {
+			return nil, err
+		}
+		out[e.key] = v
+	}
+	return out, nil
+}
+
+// isToken reports whether s is a valid HTTP header name (RFC 9110, 5.6.2).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,283 @@
+package agentdef_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+)
+
+// writeAgent creates root/name/agent.json and, unless mcpJSON is empty,
+// root/name/tools/mcp.json, and returns the folder.
+func writeAgent(t *testing.T, root, name, agentJSON, mcpJSON string) string {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(filepath.Join(dir, "tools"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.json"), []byte(agentJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if mcpJSON != "" {
+		if err := os.WriteFile(filepath.Join(dir, "tools", "mcp.json"), []byte(mcpJSON), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestLoad(t *testing.T) {
+	dir := writeAgent(t, t.TempDir(), "packrat", `{
+  "name": "packrat",
+  "description": "Keeps notes and finds them again.",
+  "instructions": "You are packrat.",
+  "model": {"base_url": "http://localhost:11434/v1", "name": "llama3.1", "api_key_env": "OLLAMA_KEY"},
+  "tools": ["packrat", "clock"],
+  "max_steps": 25,
+  "max_depth": 2,
+  "allow_stdio": true
+}`, `{"mcpServers": {
+  "scout": {"url": "http://localhost:8080/agents/scout/mcp"},
+  "git": {"command": "uvx", "args": ["mcp-server-git"]}
+}}`)
+	got, err := agentdef.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &agentdef.Definition{
+		Dir:          dir,
+		Name:         "packrat",
+		Description:  "Keeps notes and finds them again.",
+		Instructions: "You are packrat.",
+		Model:        agentdef.Model{BaseURL: "http://localhost:11434/v1", Name: "llama3.1", APIKeyEnv: "OLLAMA_KEY"},
+		Tools:        []string{"packrat", "clock"},
+		MaxSteps:     25,
+		MaxDepth:     2,
+		AllowStdio:   true,
+		MCP: &mcpconfig.Config{
+			Path: filepath.Join(dir, "tools", "mcp.json"),
+			Servers: []*mcpconfig.Server{
+				{Name: "scout", Type: "http", URL: "http://localhost:8080/agents/scout/mcp"},
+				{Name: "git", Type: "stdio", Command: "uvx", Args: []string{"mcp-server-git"}},
+			},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load:\n got %+v\nwant %+v", got, want)
+	}
+	for _, s := range got.MCP.Servers {
+		if err := got.CheckServer(s); err != nil {
+			t.Errorf("CheckServer(%s) = %v with allow_stdio", s.Name, err)
+		}
+	}
+}
+
+func TestLoadDefaults(t *testing.T) {
+	dir := writeAgent(t, t.TempDir(), "scout", `{"name": "scout", "description": "Looks around.", "model": {}}`, "")
+	got, err := agentdef.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &agentdef.Definition{
+		Dir:         dir,
+		Name:        "scout",
+		Description: "Looks around.",
+		Model:       agentdef.Model{Name: "builtin"},
+		MaxSteps:    10,
+		MaxDepth:    delegation.DefaultMaxDepth,
+		MCP:         &mcpconfig.Config{Path: filepath.Join(dir, "tools", "mcp.json")},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load:\n got %+v\nwant %+v", got, want)
+	}
+	if want.MaxDepth != 4 {
+		t.Errorf("delegation.DefaultMaxDepth = %d; agent.json documents 4", want.MaxDepth)
+	}
+}
+
+// minimal is a valid agent.json for "packrat" with extra fields appended.
+func minimal(extra string) string {
+	return `{"name": "packrat", "description": "Keeps notes."` + extra + `}`
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		agent string
+		mcp   string
+		want  string // after "<dir>/agent.json" or, when mcp is set, "<dir>/tools/mcp.json"
+	}{
+		{"invalid JSON", "{\n  \"name\": \"packrat\",\n}",
+			"", ":3:1: invalid JSON: invalid character '}' looking for beginning of object key string"},
+		{"top level not an object", `"packrat"`,
+			"", `: want a JSON object at the top level, got string`},
+		{"unknown field", minimal(`, "$schema": "https://example.com/agent.schema.json"`),
+			"", `: field "$schema": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, allow_stdio`},
+		{"camelCase field", minimal(`, "maxSteps": 5`),
+			"", `: field "maxSteps": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, allow_stdio; did you mean "max_steps"?`},
+		{"duplicate field", minimal(`, "max_steps": 5, "max_steps": 6`),
+			"", `: field "max_steps": duplicate field`},
+		{"name missing", `{"description": "Keeps notes."}`,
+			"", `: field "name": required; it must be the folder name "packrat"`},
+		{"name not a string", `{"name": ["packrat"], "description": "Keeps notes."}`,
+			"", `: field "name": want a string, got array`},
+		{"name invalid", `{"name": "PackRat", "description": "Keeps notes."}`,
+			"", `: field "name": invalid agent name "PackRat"; names must match ^[a-z][a-z0-9-]{0,31}$`},
+		{"name not the folder", `{"name": "notes", "description": "Keeps notes."}`,
+			"", `: field "name": "notes" does not match the folder name "packrat"`},
+		{"description missing", `{"name": "packrat"}`,
+			"", `: field "description": required; other agents read it to decide when to delegate`},
+		{"description blank", `{"name": "packrat", "description": "  "}`,
+			"", `: field "description": must not be empty; other agents read it to decide when to delegate`},
+		{"instructions not a string", minimal(`, "instructions": null`),
+			"", `: field "instructions": want a string, got null`},
+		{"model not an object", minimal(`, "model": "gpt-4o-mini"`),
+			"", `: field "model": want an object, got string`},
+		{"model unknown field", minimal(`, "model": {"baseURL": "http://localhost:11434/v1"}`),
+			"", `: field "model.baseURL": unknown field in "model"; known fields are base_url, name, api_key_env; did you mean "base_url"?`},
+		{"model duplicate field", minimal(`, "model": {"name": "a", "name": "b"}`),
+			"", `: field "model.name": duplicate field`},
+		{"model base_url without scheme", minimal(`, "model": {"base_url": "localhost:11434/v1"}`),
+			"", `: field "model.base_url": URL "localhost:11434/v1" must start with http:// or https://`},
+		{"model api_key_env invalid", minimal(`, "model": {"api_key_env": "sk-abc123"}`),
+			"", `: field "model.api_key_env": invalid environment variable name "sk-abc123"; want letters, digits and _, not starting with a digit`},
+		{"tools not an array", minimal(`, "tools": "packrat"`),
+			"", `: field "tools": want an array of strings, got string`},
+		{"tools element not a string", minimal(`, "tools": ["packrat", 1]`),
+			"", `: field "tools[1]": want a string, got number`},
+		{"tools empty name", minimal(`, "tools": [""]`),
+			"", `: field "tools[0]": empty toolset name`},
+		{"tools duplicate", minimal(`, "tools": ["packrat", "packrat"]`),
+			"", `: field "tools[1]": duplicate toolset "packrat"`},
+		{"max_steps zero", minimal(`, "max_steps": 0`),
+			"", `: field "max_steps": want an integer from 1 to 100, got 0`},
+		{"max_steps too large", minimal(`, "max_steps": 101`),
+			"", `: field "max_steps": want an integer from 1 to 100, got 101`},
+		{"max_steps fraction", minimal(`, "max_steps": 10.5`),
+			"", `: field "max_steps": want an integer from 1 to 100, got 10.5`},
+		{"max_steps string", minimal(`, "max_steps": "10"`),
+			"", `: field "max_steps": want an integer from 1 to 100, got string`},
+		{"max_depth too large", minimal(`, "max_depth": 17`),
+			"", `: field "max_depth": want an integer from 1 to 16, got 17`},
+		{"allow_stdio not a boolean", minimal(`, "allow_stdio": "yes"`),
+			"", `: field "allow_stdio": want true or false, got string`},
+		{"malformed mcp.json", minimal(``), `{"mcpServers": {"scout": {"url": "http://a", "cwd": "/"}}}`,
+			`: server "scout": field "cwd": unknown field; known fields are type, url, headers, command, args, env, protocolVersion, disabled`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeAgent(t, t.TempDir(), "packrat", tt.agent, tt.mcp)
+			_, err := agentdef.Load(dir)
+			if err == nil {
+				t.Fatalf("Load succeeded, want error %s", tt.want)
+			}
+			want := filepath.Join(dir, "agent.json") + tt.want
+			if tt.mcp != "" {
+				want = filepath.Join(dir, "tools", "mcp.json") + tt.want
+				if _, ok := errors.AsType[*mcpconfig.ConfigError](err); !ok {
+					t.Errorf("error is %T, not a *mcpconfig.ConfigError", err)
+				}
+			} else if _, ok := errors.AsType[*agentdef.Error](err); !ok {
+				t.Errorf("error is %T, not an *agentdef.Error", err)
+			}
+			if got := err.Error(); got != want {
+				t.Errorf("error\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+func TestErrorFields(t *testing.T) {
+	dir := writeAgent(t, t.TempDir(), "packrat", minimal(`, "max_steps": 0`), "")
+	_, err := agentdef.Load(dir)
+	got, ok := errors.AsType[*agentdef.Error](err)
+	if !ok {
+		t.Fatalf("error %v is %T, not an *agentdef.Error", err, err)
+	}
+	want := &agentdef.Error{
+		File:  filepath.Join(dir, "agent.json"),
+		Field: "max_steps",
+		Value: "0",
+		Msg:   "want an integer from 1 to 100, got 0",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("error = %+v, want %+v", got, want)
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	dir := t.TempDir()
+	_, err := agentdef.Load(dir)
+	want := filepath.Join(dir, "agent.json") + ": cannot read file: no such file or directory"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load(no agent.json) = %v, want %s", err, want)
+	}
+}
+
+func TestCheckServer(t *testing.T) {
+	d := &agentdef.Definition{Name: "packrat"}
+	stdio := &mcpconfig.Server{Name: "git", Type: "stdio", Command: "uvx"}
+	httpServer := &mcpconfig.Server{Name: "scout", Type: "http", URL: "http://a"}
+
+	if err := d.CheckServer(httpServer); err != nil {
+		t.Errorf("CheckServer(http) = %v, want nil", err)
+	}
+	err := d.CheckServer(stdio)
+	const want = `agent "packrat" does not allow stdio servers (set allow_stdio in agent.json): server "git"`
+	if err == nil || err.Error() != want {
+		t.Errorf("CheckServer(stdio) = %v, want %s", err, want)
+	}
+	if !errors.Is(err, agentdef.ErrStdioNotAllowed) {
+		t.Errorf("CheckServer(stdio) = %v, not ErrStdioNotAllowed", err)
+	}
+	d.AllowStdio = true
+	if err := d.CheckServer(stdio); err != nil {
+		t.Errorf("CheckServer(stdio) with allow_stdio = %v, want nil", err)
+	}
+}
+
+func TestLoadAll(t *testing.T) {
+	root := t.TempDir()
+	writeAgent(t, root, "scout", `{"name": "scout", "description": "Looks around."}`, "")
+	writeAgent(t, root, "packrat", minimal(``), "")
+	// A Go package next to the agents, and a stray file: both skipped.
+	if err := os.MkdirAll(filepath.Join(root, "internal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"agents.go", filepath.Join("internal", "x.go")} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("package agents\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	defs, err := agentdef.LoadAll(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range defs {
+		names = append(names, d.Name)
+	}
+	if want := []string{"packrat", "scout"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("LoadAll names = %q, want %q", names, want)
+	}
+
+	// One bad agent fails the lot, with its own error.
+	bad := writeAgent(t, root, "broken", `{"name": "broken", "description": "x", "max_depth": 0}`, "")
+	_, err = agentdef.LoadAll(root)
+	want := filepath.Join(bad, "agent.json") + `: field "max_depth": want an integer from 1 to 16, got 0`
+	if err == nil || err.Error() != want {
+		t.Errorf("LoadAll with a bad agent = %v, want %s", err, want)
+	}
+}
+
+func TestLoadAllMissingDir(t *testing.T) {
+	if _, err := agentdef.LoadAll(filepath.Join(t.TempDir(), "nope")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadAll(missing) = %v, want os.ErrNotExist", err)
+	}
+}
