@@ -6,8 +6,12 @@ package agents
 import (
 	"io"
 	"log/slog"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/agents/abacus"
+	"github.com/switchboard-run/switchboard/agents/packrat"
 )
 
 // Env is what a toolset gets from the agent server hosting it.
@@ -24,13 +28,27 @@ type Toolset func(s *mcp.Server, env Env) (io.Closer, error)
 // Lookup returns the toolset called name.
 func Lookup(name string) (Toolset, bool) { t, ok := toolsets[name]; return t, ok }
 
-// Names returns the names of all toolsets.
+// Names returns the names of all toolsets, sorted.
 func Names() []string {
 	var n []string
 	for k := range toolsets {
 		n = append(n, k)
 	}
+	slices.Sort(n)
 	return n
 }
 
-var toolsets = map[string]Toolset{}
+// toolsets maps the names an agent.json "tools" list may use to the Go code
+// behind them.
+var toolsets = map[string]Toolset{
+	// packrat: a persistent note archive (store_note, search_notes,
+	// list_notes, get_note, delete_note) in DataDir/packrat.db.
+	"packrat": func(s *mcp.Server, env Env) (io.Closer, error) {
+		return packrat.Register(s, env.DataDir, env.Logger)
+	},
+	// abacus: offline arithmetic, unit conversion and date arithmetic
+	// (calculate, convert_units, date_math); stateless.
+	"abacus": func(s *mcp.Server, env Env) (io.Closer, error) {
+		return nil, abacus.Register(s)
+	},
+}

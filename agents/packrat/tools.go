@@ -1,0 +1,223 @@
+package packrat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// This file declares the tools: their names, descriptions and argument
+// schemas are what a coordinating model chooses by, so they say what each
+// tool is for in the words a task would use (save, remember, find, recall,
+// forget). Every failure a caller can cause (empty text, unknown id) comes
+// back as a tool error (CallToolResult.IsError) with text the model can act
+// on; only a broken server would produce a protocol error.
+
+type storeNoteIn struct {
+	Text           string   `json:"text" jsonschema:"The content to archive, verbatim. Required and not blank."`
+	Title          string   `json:"title,omitempty" jsonschema:"A short title for the note (optional)."`
+	Tags           []string `json:"tags,omitempty" jsonschema:"Labels to file the note under, e.g. [\"work\", \"todo\"] (optional; stored lower-case, sorted)."`
+	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"Optional key that makes retries safe: a second call with the same key stores nothing and returns the first note's id with stored=false. Reusing a key for different content is an error. Without a key every call stores a new note."`
+}
+
+type storeNoteOut struct {
+	ID        int64     `json:"id" jsonschema:"The id of the note stored under this call (or, on a repeat of an idempotency key, stored earlier)."`
+	Stored    bool      `json:"stored" jsonschema:"True if this call stored a new note; false if the idempotency key was already used for this same note."`
+	CreatedAt time.Time `json:"created_at" jsonschema:"When the note was stored (RFC 3339, UTC)."`
+}
+
+type searchNotesIn struct {
+	Query string `json:"query" jsonschema:"Words to look for. A note matches when every word occurs in its title, text or tags (case-insensitive substring match)."`
+	Tag   string `json:"tag,omitempty" jsonschema:"Only notes carrying this tag (optional)."`
+	Limit int    `json:"limit,omitempty" jsonschema:"The most notes to return, newest first."`
+}
+
+type listNotesIn struct {
+	Tag   string `json:"tag,omitempty" jsonschema:"Only notes carrying this tag (optional)."`
+	Limit int    `json:"limit,omitempty" jsonschema:"The most notes to return, newest first."`
+}
+
+type notesOut struct {
+	Notes []Note `json:"notes" jsonschema:"The notes, newest first."`
+	Count int    `json:"count" jsonschema:"How many notes are returned."`
+	More  bool   `json:"more" jsonschema:"True if more notes matched than limit allowed."`
+}
+
+type idIn struct {
+	ID int64 `json:"id" jsonschema:"The note's numeric id, as returned by store_note, search_notes or list_notes."`
+}
+
+type deleteNoteOut struct {
+	Deleted bool `json:"deleted" jsonschema:"Always true: a failed delete is a tool error."`
+	Note    Note `json:"note" jsonschema:"The note as it was before deletion."`
+}
+
+// limitSchema bounds "limit" and gives it its default.
+func limitSchema(props map[string]*jsonschema.Schema) {
+	l := props["limit"]
+	l.Minimum, l.Maximum = ptr(1.0), ptr(float64(maxLimit))
+	l.Default = rawJSON(defaultLimit)
+}
+
+func addTools(s *mcp.Server, st *store, log *slog.Logger) {
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "store_note",
+		Title: "Store a note",
+		Description: "Save (remember, record, archive) a piece of text as a note in packrat's persistent archive, " +
+			"with an optional title and tags, so it can be found again later with search_notes. " +
+			"Returns the note's id. Notes survive restarts. " +
+			"Pass idempotency_key to make a retried call safe; without one, every call stores a new note, even a duplicate.",
+		InputSchema: inputSchema[storeNoteIn](func(p map[string]*jsonschema.Schema) {
+			p["text"].MinLength, p["text"].MaxLength = ptr(1), ptr(maxTextBytes)
+			p["title"].MaxLength = ptr(maxTitleRunes)
+			p["tags"].MaxItems = ptr(maxTags)
+			p["tags"].Items.MaxLength = ptr(maxTagRunes)
+			p["idempotency_key"].MaxLength = ptr(maxKeyRunes)
+		}),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in storeNoteIn) (*mcp.CallToolResult, storeNoteOut, error) {
+		note, stored, err := st.put(ctx, newNote{Title: in.Title, Text: in.Text, Tags: in.Tags, IdempotencyKey: in.IdempotencyKey})
+		if errors.Is(err, errEmptyText) {
+			return nil, storeNoteOut{}, fmt.Errorf("%w: pass the content to archive in \"text\"", err)
+		}
+		if err != nil {
+			return nil, storeNoteOut{}, err
+		}
+		var msg string
+		if stored {
+			log.Info("note stored", "id", note.ID)
+			msg = fmt.Sprintf("Stored note %d.", note.ID)
+		} else {
+			msg = fmt.Sprintf("Note %d was already stored under idempotency key %q; nothing new was stored.", note.ID, strings.TrimSpace(in.IdempotencyKey))
+		}
+		return textResult(msg), storeNoteOut{ID: note.ID, Stored: stored, CreatedAt: note.CreatedAt}, nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "search_notes",
+		Title: "Search notes",
+		Description: "Search (find, look up, recall) notes stored in packrat's archive by words they contain. " +
+			"Case-insensitive substring match; every word of the query must occur in the note's title, text or tags. " +
+			"Returns the matching notes, newest first, up to limit.",
+		InputSchema: inputSchema[searchNotesIn](func(p map[string]*jsonschema.Schema) {
+			p["query"].MinLength = ptr(1)
+			limitSchema(p)
+		}),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in searchNotesIn) (*mcp.CallToolResult, notesOut, error) {
+		terms := strings.Fields(in.Query)
+		if len(terms) == 0 {
+			return nil, notesOut{}, errors.New("query is empty: pass the words to look for, or use list_notes to see recent notes")
+		}
+		notes, more, err := st.find(ctx, query{Terms: terms, Tag: in.Tag, Limit: in.Limit})
+		if err != nil {
+			return nil, notesOut{}, err
+		}
+		return textResult(describeNotes(notes, more, fmt.Sprintf("matching %q", in.Query))), newNotesOut(notes, more), nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "list_notes",
+		Title: "List recent notes",
+		Description: "List the most recently stored notes in packrat's archive, newest first, " +
+			"optionally only those carrying a tag. Use search_notes to find notes by their content.",
+		InputSchema: inputSchema[listNotesIn](limitSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in listNotesIn) (*mcp.CallToolResult, notesOut, error) {
+		notes, more, err := st.find(ctx, query{Tag: in.Tag, Limit: in.Limit})
+		if err != nil {
+			return nil, notesOut{}, err
+		}
+		what := "in the archive"
+		if t := strings.TrimSpace(in.Tag); t != "" {
+			what = fmt.Sprintf("tagged %q", strings.ToLower(t))
+		}
+		return textResult(describeNotes(notes, more, what)), newNotesOut(notes, more), nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "get_note",
+		Title:       "Get a note",
+		Description: "Read one note from packrat's archive by its numeric id (from store_note, search_notes or list_notes): its title, text, tags and creation time.",
+		InputSchema: inputSchema[idIn](func(p map[string]*jsonschema.Schema) { p["id"].Minimum = ptr(1.0) }),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, Note, error) {
+		note, err := st.get(ctx, in.ID)
+		if err != nil {
+			return nil, Note{}, err
+		}
+		return textResult(describeNote(note)), note, nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "delete_note",
+		Title:       "Delete a note",
+		Description: "Permanently delete (remove, forget) one note from packrat's archive by its numeric id. Returns the deleted note. Cannot be undone.",
+		InputSchema: inputSchema[idIn](func(p map[string]*jsonschema.Schema) { p["id"].Minimum = ptr(1.0) }),
+		// Deleting an id twice fails the second time, but has no further
+		// effect on the archive: idempotent in the spec's sense.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, deleteNoteOut, error) {
+		note, err := st.remove(ctx, in.ID)
+		if err != nil {
+			return nil, deleteNoteOut{}, err
+		}
+		log.Info("note deleted", "id", note.ID)
+		return textResult(fmt.Sprintf("Deleted note %d.", note.ID)), deleteNoteOut{Deleted: true, Note: note}, nil
+	})
+}
+
+func textResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+func newNotesOut(notes []Note, more bool) notesOut {
+	if notes == nil {
+		notes = []Note{} // "notes": [], not null
+	}
+	return notesOut{Notes: notes, Count: len(notes), More: more}
+}
+
+// describeNotes renders notes for a reader (the model, or a person reading
+// its answer); the structured content carries the same notes as JSON.
+func describeNotes(notes []Note, more bool, what string) string {
+	if len(notes) == 0 {
+		return fmt.Sprintf("No notes %s.", what)
+	}
+	var b strings.Builder
+	plural := "s"
+	if len(notes) == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(&b, "%d note%s %s, newest first", len(notes), plural, what)
+	if more {
+		b.WriteString(" (more matched; raise limit to see them)")
+	}
+	b.WriteString(":")
+	for _, n := range notes {
+		b.WriteString("\n\n")
+		b.WriteString(describeNote(n))
+	}
+	return b.String()
+}
+
+func describeNote(n Note) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Note %d", n.ID)
+	if n.Title != "" {
+		fmt.Fprintf(&b, ": %s", n.Title)
+	}
+	fmt.Fprintf(&b, " (stored %s", n.CreatedAt.Format(time.RFC3339))
+	if len(n.Tags) > 0 {
+		fmt.Fprintf(&b, "; tags: %s", strings.Join(n.Tags, ", "))
+	}
+	b.WriteString(")\n")
+	b.WriteString(n.Text)
+	return b.String()
+}
