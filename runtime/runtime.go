@@ -1,28 +1,136 @@
 // Package runtime runs an agent's model turn: messages to an
 // OpenAI-compatible chat API, tool calls delegated through the pool, tool
 // results back, until the model answers or the step limit is reached.
+//
+// A turn discovers the agent's siblings (tools/mcp.json) through the pool,
+// offers their tools to the model under delegation's namespaced names, and
+// runs each response's tool calls concurrently through a
+// [delegation.Executor]. A failed delegation is a tool message the model
+// reads, never an error of the turn; what ends a turn early is the model API
+// failing, the step limit, or the caller's context.
 package runtime
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"log/slog"
+	"net/http"
+	"os"
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/agentdef"
-	"github.com/switchboard-run/switchboard/pool"
 )
 
-// ErrNoModel is returned by Ask when the agent has no model configured.
-var ErrNoModel = errors.New("no model configured")
+// Errors of a turn, for errors.Is.
+var (
+	// ErrNoModel is returned by Ask when the agent's model settings are
+	// incomplete (a base URL without a model name, or a named API key
+	// variable that is empty).
+	ErrNoModel = errors.New("no model configured")
+	// ErrStepLimit ends a turn in which the model kept calling tools for
+	// max_steps completions without answering.
+	ErrStepLimit = errors.New("step limit reached")
+	// ErrModel wraps a failure of the chat API itself.
+	ErrModel = errors.New("model request failed")
+)
 
-// Agent runs model turns for one agent definition.
-type Agent struct{}
+// DefaultMaxSteps bounds the model completions of one turn when agent.json
+// sets no max_steps.
+const DefaultMaxSteps = 10
 
-// New returns an Agent for def whose delegations go through p.
-func New(def *agentdef.Definition, p *pool.Pool) (*Agent, error) { return &Agent{}, nil }
+// Options configure an Agent. The zero value of each field is its default.
+type Options struct {
+	// Model overrides the model name of agent.json and OPENAI_MODEL (the
+	// --model flag).
+	Model string
+	// BaseURL overrides OPENAI_BASE_URL and agent.json's model.base_url.
+	// "builtin" selects the builtin model.
+	BaseURL string
+	// APIKey overrides OPENAI_API_KEY and the variable agent.json names.
+	APIKey string
+	// HTTPClient carries chat API requests to a base URL (default
+	// http.DefaultClient). The builtin model never uses it.
+	HTTPClient *http.Client
+	// MaxSteps overrides agent.json's max_steps.
+	MaxSteps int
+	// Parallel bounds the tool calls of one response run at once (default
+	// delegation.DefaultLimit).
+	Parallel int
+	// OnEvent is told of every delegation of every turn. A per-turn
+	// handler can also travel in the context (WithEventHandler).
+	OnEvent func(delegation.Event)
+	// Getenv looks up OPENAI_BASE_URL, OPENAI_MODEL, OPENAI_API_KEY and the
+	// agent's API key variable (default os.Getenv).
+	Getenv func(string) string
+	// Logger receives one line per model step and delegation (default:
+	// discard). It never sees the API key.
+	Logger *slog.Logger
+}
+
+// Agent runs model turns for one agent definition. It is safe for
+// concurrent use: each Ask is an independent turn.
+type Agent struct {
+	def    *agentdef.Definition
+	caller delegation.Caller
+	model  model
+	opts   Options
+	log    *slog.Logger
+}
+
+// New returns an Agent for def whose delegations go through c (a
+// *pool.Pool), with default Options.
+func New(def *agentdef.Definition, c delegation.Caller) (*Agent, error) {
+	return NewWithOptions(def, c, nil)
+}
+
+// NewWithOptions returns an Agent for def whose delegations go through c.
+// Incomplete model settings are not an error here, so that an agent server
+// can still offer its other tools: Ask reports them (ErrNoModel).
+func NewWithOptions(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, error) {
+	if def == nil {
+		return nil, errors.New("runtime.New: nil agent definition")
+	}
+	if c == nil {
+		return nil, errors.New("runtime.New: nil caller")
+	}
+	a := &Agent{def: def, caller: c}
+	if opts != nil {
+		a.opts = *opts
+	}
+	if a.opts.Getenv == nil {
+		a.opts.Getenv = os.Getenv
+	}
+	a.log = a.opts.Logger
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.model = resolveModel(def, &a.opts)
+	return a, nil
+}
+
+// Model returns the model name and where it is served ("builtin" or the
+// base URL), for display. It never includes the API key.
+func (a *Agent) Model() (name, endpoint string) {
+	if a.model.builtin {
+		return a.model.name, "builtin"
+	}
+	return a.model.name, a.model.baseURL
+}
 
 // Ask runs one turn on task, as part of chain (already entered by this
 // agent), and returns the model's final answer.
 func (a *Agent) Ask(ctx context.Context, task string, chain delegation.Chain) (string, error) {
-	return "", ErrNoModel
+	res, err := a.Run(ctx, task, chain)
+	if err != nil {
+		return "", err
+	}
+	return res.Answer, nil
+}
+
+func newRunID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }

@@ -1,0 +1,70 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+	"github.com/switchboard-run/switchboard/pool"
+)
+
+// ErrStdioNotAllowed is the discovery error of a stdio server in the
+// mcp.json of an agent that may not start processes.
+var ErrStdioNotAllowed = errors.New("stdio servers are not allowed for this agent (set allow_stdio in agent.json)")
+
+// DiscoverOptions configure Discover. The zero value is the default.
+type DiscoverOptions struct {
+	// AllowStdio permits stdio servers; without it they are reported as
+	// unavailable with ErrStdioNotAllowed and never started.
+	AllowStdio bool
+}
+
+// Discover lists the tools of every server in cfg concurrently and returns
+// them as a Toolbox. A server that fails discovery is reported in
+// Toolbox.Unavailable and does not affect the others. A nil cfg gives an
+// empty Toolbox.
+func Discover(ctx context.Context, c Caller, cfg *mcpconfig.Config, opts *DiscoverOptions) *Toolbox {
+	if opts == nil {
+		opts = &DiscoverOptions{}
+	}
+	var found []ServerTools
+	if cfg != nil {
+		for _, s := range cfg.Servers {
+			st := ServerTools{Server: s.Pool()}
+			if isStdio(s) && !opts.AllowStdio {
+				st.Err = ErrStdioNotAllowed
+			}
+			found = append(found, st)
+		}
+	}
+	return NewToolbox(list(ctx, c, found))
+}
+
+// DiscoverServers is Discover for servers that do not come from an mcp.json.
+func DiscoverServers(ctx context.Context, c Caller, servers []*pool.Server) *Toolbox {
+	found := make([]ServerTools, len(servers))
+	for i, srv := range servers {
+		found[i].Server = srv
+	}
+	return NewToolbox(list(ctx, c, found))
+}
+
+// list fills in the tools of every entry without an error, concurrently.
+func list(ctx context.Context, c Caller, found []ServerTools) []ServerTools {
+	var wg sync.WaitGroup
+	for i := range found {
+		if found[i].Err != nil {
+			continue
+		}
+		wg.Go(func() {
+			found[i].Tools, found[i].Err = c.ListTools(ctx, found[i].Server)
+		})
+	}
+	wg.Wait()
+	return found
+}
+
+func isStdio(s *mcpconfig.Server) bool {
+	return s.Type == "stdio" || (s.URL == "" && s.Command != "")
+}

@@ -1,0 +1,173 @@
+package delegation
+
+// The model may ask for several tool calls in one response. They run
+// concurrently, at most Limit at a time (errgroup.SetLimit), each with the
+// turn's context, so cancelling the turn cancels every call in flight and
+// go-sdk sends the sibling notifications/cancelled. Results come back in the
+// model's order whatever order the calls finish in, because the tool
+// messages must answer the tool_call ids in the order they were asked.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/errgroup"
+)
+
+// DefaultLimit is the number of tool calls an Executor runs at once when its
+// Limit is zero.
+const DefaultLimit = 4
+
+// A Call is one tool call from a model response.
+type Call struct {
+	ID        string // the model's tool_call id
+	Name      string // the model tool name
+	Arguments string // JSON object text, as the model wrote it
+}
+
+// A Result is the outcome of one Call, ready to become a tool message.
+type Result struct {
+	CallID string
+	Name   string
+	// Agent and Tool are the sibling and its MCP tool; empty when the model
+	// named a tool it was not offered.
+	Agent string
+	Tool  string
+	// Content is the tool message's text: the tool's output, or a
+	// description of the failure written for the model.
+	Content string
+	// IsError marks a failure of any kind, including a tool's own isError.
+	IsError bool
+	Outcome Outcome
+	// Err is the error behind a failure the tool did not report itself.
+	Err error
+	// Event is the finish event of the delegation (zero for a call that was
+	// never sent to an agent).
+	Event Event
+}
+
+// An Executor runs a model response's tool calls against the sibling agents
+// in Tools. The zero value of each field except Caller and Tools is its
+// default. An Executor may be used for many responses, concurrently.
+type Executor struct {
+	Caller Caller
+	Tools  *Toolbox
+	// Chain is the delegation chain of the delegating agent (already entered
+	// by it); it travels in the _meta of each tools/call.
+	Chain Chain
+	// Limit bounds the calls in flight; zero means DefaultLimit.
+	Limit int
+	// OnEvent, when set, is told of each delegation as it starts and as it
+	// finishes. Calls to it are serialized.
+	OnEvent func(Event)
+
+	mu sync.Mutex // serializes OnEvent
+}
+
+// Run executes calls and returns one Result per call, in the same order. It
+// never fails: every failure is a Result with IsError set. When ctx is
+// cancelled, calls in flight are cancelled and calls not yet sent are not
+// sent.
+func (e *Executor) Run(ctx context.Context, calls []Call) []Result {
+	limit := e.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	results := make([]Result, len(calls))
+	var g errgroup.Group
+	g.SetLimit(limit)
+	for i, c := range calls {
+		g.Go(func() error {
+			results[i] = e.run(ctx, c)
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines return nil; failures are Results
+	return results
+}
+
+func (e *Executor) run(ctx context.Context, c Call) Result {
+	r := Result{CallID: c.ID, Name: c.Name, IsError: true}
+	t, ok := e.Tools.Lookup(c.Name)
+	if !ok {
+		r.Outcome = OutcomeUnknownTool
+		r.Content = fmt.Sprintf("Error: there is no tool named %q. Use one of the tools offered.", c.Name)
+		return r
+	}
+	r.Agent, r.Tool = t.Server.Name, t.Tool.Name
+	args, err := arguments(c.Arguments)
+	if err != nil {
+		r.Outcome, r.Err = OutcomeBadArguments, err
+		r.Content = fmt.Sprintf("Error: the arguments for %s are not valid: %v. The call was not sent; send a JSON object that matches the tool's parameters.", c.Name, err)
+		return r
+	}
+
+	ev := Event{
+		Phase: PhaseStart, RunID: e.Chain.RunID, Depth: e.Chain.Depth,
+		CallID: c.ID, Agent: r.Agent, Tool: r.Tool, Time: time.Now(),
+	}
+	e.emit(ev)
+	start := time.Now()
+	res, err := e.call(ctx, t, args)
+	ev.Phase, ev.Time = PhaseFinish, time.Now()
+	ev.DurationMS = float64(time.Since(start)) / float64(time.Millisecond)
+
+	switch {
+	case err != nil:
+		f := describe(r.Agent, r.Tool, err, ctx.Err() != nil)
+		r.Err, r.Content, r.Outcome = err, f.text, f.outcome
+		ev.Code, ev.Message, ev.Retried = f.code, f.message, f.retried
+	case res.IsError:
+		r.Content, r.Outcome = toolErrorText(r.Agent, r.Tool, res), OutcomeToolError
+	default:
+		r.Content, r.Outcome, r.IsError = ResultText(res), OutcomeOK, false
+	}
+	ev.Outcome = r.Outcome
+	r.Event = ev
+	e.emit(ev)
+	return r
+}
+
+func (e *Executor) call(ctx context.Context, t *Target, args json.RawMessage) (*mcp.CallToolResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // do not start a call for a turn that is over
+	}
+	params := &mcp.CallToolParams{Meta: e.Chain.Meta(), Name: t.Tool.Name, Arguments: args}
+	res, err := e.Caller.CallTool(ctx, t.Server, params)
+	if err == nil && res == nil {
+		err = errors.New("the server returned no result")
+	}
+	return res, err
+}
+
+func (e *Executor) emit(ev Event) {
+	if e.OnEvent == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.OnEvent(ev)
+}
+
+// arguments checks that s is a JSON object (empty means {}) and returns it
+// unchanged, so numbers keep the model's precision on the way to the tool.
+func arguments(s string) (json.RawMessage, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return json.RawMessage("{}"), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &obj); err != nil {
+		return nil, fmt.Errorf("want a JSON object: %w", err)
+	}
+	if obj == nil {
+		return nil, errors.New("want a JSON object, got null")
+	}
+	return json.RawMessage(s), nil
+}

@@ -1,0 +1,90 @@
+package askcmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-run/switchboard/delegation"
+)
+
+// printer shows the agent's progress notifications as they arrive: a
+// delegation.Event (one JSON line) as a line per start and finish, any other
+// message as it is. It keeps the finish events for --json.
+//
+// go-sdk hands notifications to their handler in order, but a final response
+// can overtake the last of them; once the call has returned, stop makes
+// later notifications silent so that nothing prints after the answer.
+type printer struct {
+	w io.Writer
+
+	mu       sync.Mutex // protects following fields
+	done     bool
+	finished []delegation.Event
+}
+
+func newPrinter(w io.Writer) *printer { return &printer{w: w} }
+
+// progress is the pool.WithProgress callback.
+func (p *printer) progress(n *mcp.ProgressNotificationParams) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done || n.Message == "" {
+		return
+	}
+	var ev delegation.Event
+	if err := json.Unmarshal([]byte(n.Message), &ev); err != nil || ev.Phase == "" {
+		fmt.Fprintf(p.w, "· %s\n", n.Message)
+		return
+	}
+	if ev.Phase == delegation.PhaseFinish {
+		p.finished = append(p.finished, ev)
+	}
+	fmt.Fprintln(p.w, eventLine(ev))
+}
+
+// stop silences the printer and returns the finish events seen.
+func (p *printer) stop() []delegation.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = true
+	return p.finished
+}
+
+// eventLine renders one event, for example
+//
+//	12:00:01.120 → packrat.store_note
+//	12:00:01.164 ✓ packrat.store_note 44ms (recovered on a new session)
+//	12:00:01.170 ✗ abacus.calculate 3ms: rpc -32042 quota exceeded
+func eventLine(ev delegation.Event) string {
+	at := ev.Time.Local().Format("15:04:05.000")
+	what := ev.Agent + "." + ev.Tool
+	if ev.Phase == delegation.PhaseStart {
+		return fmt.Sprintf("%s → %s", at, what)
+	}
+	d := ev.Duration().Round(time.Millisecond)
+	var b strings.Builder
+	mark := "✓"
+	if ev.Outcome != delegation.OutcomeOK {
+		mark = "✗"
+	}
+	fmt.Fprintf(&b, "%s %s %s %v", at, mark, what, d)
+	switch ev.Outcome {
+	case delegation.OutcomeOK:
+	case "outcome_unknown":
+		b.WriteString(": outcome unknown: the tool may have run; not retried")
+	default:
+		fmt.Fprintf(&b, ": %s", strings.ReplaceAll(string(ev.Outcome), "_", " "))
+		if ev.Code != 0 || ev.Message != "" {
+			fmt.Fprintf(&b, " %d %s", ev.Code, ev.Message)
+		}
+	}
+	if ev.Recovered || ev.Retried {
+		b.WriteString(" (recovered on a new session)")
+	}
+	return b.String()
+}

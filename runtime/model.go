@@ -1,0 +1,88 @@
+package runtime
+
+// Where the model settings come from, most specific first:
+//
+//	base URL: Options.BaseURL, $OPENAI_BASE_URL, agent.json model.base_url
+//	name:     Options.Model (--model), $OPENAI_MODEL, agent.json model.name
+//	API key:  Options.APIKey, $OPENAI_API_KEY, $<agent.json model.api_key_env>
+//
+// No base URL (or the base URL "builtin") means the builtin model, served
+// in-process behind the same OpenAI wire format, so the go-openai code path
+// is the same for every model. The API key is only ever handed to go-openai,
+// which sends it as a bearer token; it is never logged or put in an error.
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/sashabaranov/go-openai"
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/runtime/builtin"
+)
+
+// BuiltinModel is the name, and the base URL, of the builtin model.
+const BuiltinModel = "builtin"
+
+// builtinBaseURL is where go-openai sends builtin requests; the builtin
+// transport answers them without any network.
+const builtinBaseURL = "http://builtin.switchboard.invalid/v1"
+
+// model is an agent's resolved model settings.
+type model struct {
+	builtin bool
+	baseURL string
+	name    string
+	client  *openai.Client
+	err     error // why the settings cannot be used; returned by Ask
+}
+
+func resolveModel(def *agentdef.Definition, opts *Options) model {
+	env := opts.Getenv
+	baseURL := cmp.Or(opts.BaseURL, env("OPENAI_BASE_URL"), def.Model.BaseURL)
+	m := model{name: cmp.Or(opts.Model, env("OPENAI_MODEL"), def.Model.Name)}
+	if baseURL == "" || baseURL == BuiltinModel {
+		m.builtin, m.baseURL = true, builtinBaseURL
+		if m.name == "" {
+			m.name = BuiltinModel
+		}
+		cfg := openai.DefaultConfig("")
+		cfg.BaseURL = builtinBaseURL
+		cfg.HTTPClient = &http.Client{Transport: builtin.Transport()}
+		m.client = openai.NewClientWithConfig(cfg)
+		return m
+	}
+
+	m.baseURL = redact(baseURL)
+	if m.name == "" {
+		m.err = fmt.Errorf("%w: agent %q uses %s but names no model: set model.name in agent.json, OPENAI_MODEL, or --model", ErrNoModel, def.Name, m.baseURL)
+		return m
+	}
+	key := cmp.Or(opts.APIKey, env("OPENAI_API_KEY"))
+	if key == "" && def.Model.APIKeyEnv != "" {
+		key = env(def.Model.APIKeyEnv)
+		if key == "" {
+			m.err = fmt.Errorf("%w: agent %q needs an API key in $%s (model.api_key_env in agent.json) or $OPENAI_API_KEY, and both are empty", ErrNoModel, def.Name, def.Model.APIKeyEnv)
+			return m
+		}
+	}
+	cfg := openai.DefaultConfig(key) // an empty key sends no Authorization header (Ollama, vLLM)
+	cfg.BaseURL = baseURL
+	if opts.HTTPClient != nil {
+		cfg.HTTPClient = opts.HTTPClient
+	}
+	m.client = openai.NewClientWithConfig(cfg)
+	return m
+}
+
+// redact drops credentials a base URL may carry in its user info, so that
+// the URL can be shown.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}
