@@ -2,22 +2,19 @@ package delegation
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
-// ErrStdioNotAllowed is the discovery error of a stdio server in the
-// mcp.json of an agent that may not start processes.
-var ErrStdioNotAllowed = errors.New("stdio servers are not allowed for this agent (set allow_stdio in agent.json)")
-
 // DiscoverOptions configure Discover. The zero value is the default.
 type DiscoverOptions struct {
-	// AllowStdio permits stdio servers; without it they are reported as
-	// unavailable with ErrStdioNotAllowed and never started.
-	AllowStdio bool
+	// Check, when set, vets each server before it is contacted: a server
+	// it rejects is reported unavailable with its error and is never
+	// started. The runtime passes agentdef's Definition.CheckServer, which
+	// refuses stdio servers to an agent without allow_stdio.
+	Check func(*mcpconfig.Server) error
 }
 
 // Discover lists the tools of every server in cfg concurrently and returns
@@ -32,8 +29,8 @@ func Discover(ctx context.Context, c Caller, cfg *mcpconfig.Config, opts *Discov
 	if cfg != nil {
 		for _, s := range cfg.Servers {
 			st := ServerTools{Server: s.Pool()}
-			if isStdio(s) && !opts.AllowStdio {
-				st.Err = ErrStdioNotAllowed
+			if opts.Check != nil {
+				st.Err = opts.Check(s)
 			}
 			found = append(found, st)
 		}
@@ -63,8 +60,4 @@ func list(ctx context.Context, c Caller, found []ServerTools) []ServerTools {
 	}
 	wg.Wait()
 	return found
-}
-
-func isStdio(s *mcpconfig.Server) bool {
-	return s.Type == "stdio" || (s.URL == "" && s.Command != "")
 }

@@ -23,11 +23,7 @@ import (
 )
 
 // BuiltinModel is the name, and the base URL, of the builtin model.
-const BuiltinModel = "builtin"
-
-// builtinBaseURL is where go-openai sends builtin requests; the builtin
-// transport answers them without any network.
-const builtinBaseURL = "http://builtin.switchboard.invalid/v1"
+const BuiltinModel = builtin.ModelName
 
 // model is an agent's resolved model settings.
 type model struct {
@@ -43,20 +39,23 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 	baseURL := cmp.Or(opts.BaseURL, env("OPENAI_BASE_URL"), def.Model.BaseURL)
 	m := model{name: cmp.Or(opts.Model, env("OPENAI_MODEL"), def.Model.Name)}
 	if baseURL == "" || baseURL == BuiltinModel {
-		m.builtin, m.baseURL = true, builtinBaseURL
+		m.builtin, m.baseURL = true, builtin.BaseURL
 		if m.name == "" {
 			m.name = BuiltinModel
 		}
 		cfg := openai.DefaultConfig("")
-		cfg.BaseURL = builtinBaseURL
+		cfg.BaseURL = builtin.BaseURL
 		cfg.HTTPClient = &http.Client{Transport: builtin.Transport()}
 		m.client = openai.NewClientWithConfig(cfg)
 		return m
 	}
 
 	m.baseURL = redact(baseURL)
-	if m.name == "" {
-		m.err = fmt.Errorf("%w: agent %q uses %s but names no model: set model.name in agent.json, OPENAI_MODEL, or --model", ErrNoModel, def.Name, m.baseURL)
+	if m.name == "" || m.name == BuiltinModel {
+		// agent.json names the builtin model (the bundled agents do), but
+		// the requests would go to a real endpoint, which knows no such
+		// model: say what to set rather than send them.
+		m.err = fmt.Errorf("%w: agent %q sends its requests to %s but names no model there (model %q): set OPENAI_MODEL, --model, or model.name in agent.json", ErrNoModel, def.Name, m.baseURL, m.name)
 		return m
 	}
 	key := cmp.Or(opts.APIKey, env("OPENAI_API_KEY"))

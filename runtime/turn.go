@@ -53,7 +53,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 		return res, a.model.err
 	}
 
-	tools := delegation.Discover(ctx, a.caller, a.def.MCP, &delegation.DiscoverOptions{AllowStdio: a.def.AllowStdio})
+	tools := delegation.Discover(ctx, a.caller, a.def.MCP, &delegation.DiscoverOptions{Check: a.def.CheckServer})
 	for _, u := range tools.Unavailable() {
 		res.Unavailable = append(res.Unavailable, u.Error())
 		a.log.Warn("sibling unavailable", "agent", a.def.Name, "run", chain.RunID, "err", u)

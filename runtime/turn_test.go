@@ -32,7 +32,7 @@ const noteSchema = `{"type":"object","properties":{"text":{"type":"string","desc
 
 // packrat is a real go-sdk sibling over loopback HTTP with a store_note
 // tool whose behaviour the test decides.
-func packrat(t *testing.T, store mcp.ToolHandler) *mcpconfig.Server {
+func scriptedPackrat(t *testing.T, store mcp.ToolHandler) *mcpconfig.Server {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "packrat", Version: "test"}, nil)
 	s.AddTool(&mcp.Tool{Name: "store_note", Description: "Store a note.", InputSchema: json.RawMessage(noteSchema)}, store)
@@ -78,7 +78,7 @@ const offered = `[{"type":"function","function":{"name":"packrat__store_note","d
 func TestTurn(t *testing.T) {
 	var mu sync.Mutex
 	var stored []string
-	srv := packrat(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv := scriptedPackrat(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var in struct{ Text string }
 		json.Unmarshal(req.Params.Arguments, &in)
 		c, ok, err := delegation.FromMeta(req.Params.Meta)
@@ -142,7 +142,7 @@ func TestTurn(t *testing.T) {
 // that is down, become tool messages with the code and message, and the
 // turn completes.
 func TestFailingSibling(t *testing.T) {
-	srv := packrat(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv := scriptedPackrat(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, &jsonrpc.Error{Code: -32042, Message: "quota exceeded"}
 	})
 	model := newScriptedModel(t,
@@ -215,7 +215,7 @@ func TestUnavailableSibling(t *testing.T) {
 // max_steps completions with ErrStepLimit, and the result still reports
 // what was done.
 func TestStepLimit(t *testing.T) {
-	srv := packrat(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv := scriptedPackrat(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})
 	again := step{reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{toolCall("c", "packrat__store_note", `{"text":"again"}`)}}}
@@ -241,7 +241,7 @@ func TestStepLimit(t *testing.T) {
 func TestCancellationReachesSibling(t *testing.T) {
 	started := make(chan struct{})
 	sawCancel := make(chan error, 1)
-	srv := packrat(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv := scriptedPackrat(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		close(started)
 		select {
 		case <-ctx.Done():
