@@ -2,13 +2,114 @@ package agentserver
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
 )
+
+// ReadyFormat is the one line `agent serve` prints on stdout once it
+// accepts connections; the studio parses it. The arguments are the agent's
+// name and the listener's host:port.
+const ReadyFormat = "switchboard agent %s listening on http://%s/mcp\n"
+
+// shutdownTimeout bounds how long a shutdown waits for requests in flight.
+const shutdownTimeout = 10 * time.Second
 
 // Main runs the command with args (after its own name) and returns the exit
 // code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "not implemented yet")
-	return 2
+	fs := flag.NewFlagSet("switchboard agent serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	agentDir := fs.String("agent", "", "the agent's folder, e.g. agents/packrat (required)")
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	dataDir := fs.String("data-dir", "", "the agent's data directory (default .switchboard/data/<name>)")
+	sessionTimeout := fs.Duration("session-timeout", DefaultSessionTimeout, "close sessions idle this long (0: never)")
+	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *agentDir == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: switchboard agent serve --agent agents/NAME [--listen 127.0.0.1:0] [--data-dir DIR] [--session-timeout 30m] [--log-format text|json]")
+		return 2
+	}
+	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard agent serve: %v\n", err)
+		return 2
+	}
+	timeout := *sessionTimeout
+	if timeout == 0 {
+		timeout = -1 // Options: negative means never
+	}
+	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, Logger: logger}, stdout, logger); err != nil {
+		// Plainly, not through the logger: this is the line a person (or
+		// the studio's "last log line") needs to read.
+		fmt.Fprintf(stderr, "switchboard agent serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout io.Writer, logger *slog.Logger) error {
+	def, err := agentdef.Load(agentDir)
+	if err != nil {
+		return err
+	}
+	s, err := New(def, opts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", def.Name, err)
+	}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !mcphttp.IsLoopback(host) && opts.Token == "" {
+		logger.Warn("listening beyond loopback without a token; anyone who can reach this address can use the agent", "addr", ln.Addr().String())
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	fmt.Fprintf(stdout, ReadyFormat, def.Name, ln.Addr().String())
+	logger.Info("agent serving", "agent", def.Name, "addr", ln.Addr().String(), "data_dir", s.DataDir(), "tools", def.Tools)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("agent %s: serving: %w", def.Name, err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down", "agent", def.Name)
+	// Sessions first: their SSE streams would otherwise hold Shutdown for
+	// its whole timeout.
+	s.CloseSessions()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("requests still running at the shutdown deadline; closing them", "err", err)
+		srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("serve ended", "err", err)
+	}
+	return s.Close()
 }

@@ -1,0 +1,84 @@
+package agentserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/delegation"
+)
+
+// The delegation chain is checked in receiving middleware rather than in each
+// tool handler, so that no toolset, present or future, can forget it: a
+// tools/call whose chain would loop back into this agent, grow past its
+// depth limit, or cannot be read never reaches a handler. The refusal is a
+// tool error (isError), not a JSON-RPC error, so that the calling model reads
+// it as the outcome of its call and can decide what to do.
+
+type chainKey struct{}
+
+// ChainFrom returns the delegation chain of the tools/call being handled,
+// already entered by this agent. ok is false outside a tools/call.
+func ChainFrom(ctx context.Context) (c delegation.Chain, ok bool) {
+	c, ok = ctx.Value(chainKey{}).(delegation.Chain)
+	return c, ok
+}
+
+// WithChain returns ctx carrying c, for tests and in-process callers of tool
+// handlers.
+func WithChain(ctx context.Context, c delegation.Chain) context.Context {
+	return context.WithValue(ctx, chainKey{}, c)
+}
+
+// NewRunID returns a fresh, unguessable run id for a chain that starts here.
+func NewRunID() string { return rand.Text() }
+
+func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/call" {
+				return next(ctx, method, req)
+			}
+			params := req.GetParams()
+			tool := toolName(params)
+			var meta map[string]any
+			if params != nil {
+				meta = params.GetMeta()
+			}
+			chain, found, err := delegation.FromMeta(meta)
+			if err != nil {
+				raw, _ := json.Marshal(meta[delegation.MetaKey])
+				logger.Warn("refusing a call with a malformed delegation chain", "tool", tool, "chain", string(raw), "err", err)
+				return refusal(fmt.Sprintf("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, tool, raw, err)), nil
+			}
+			if !found {
+				chain = delegation.Chain{RunID: NewRunID()}
+			}
+			entered, err := chain.Enter(agent, maxDepth)
+			if err != nil {
+				// Enter's error names the chain, the run and the reason.
+				logger.Warn("refusing a delegated call", "tool", tool, "err", err)
+				return refusal(fmt.Sprintf("agent %s refused the call to %s: %v", agent, tool, err)), nil
+			}
+			return next(WithChain(ctx, entered), method, req)
+		}
+	}
+}
+
+func refusal(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+func toolName(p mcp.Params) string {
+	switch p := p.(type) {
+	case *mcp.CallToolParamsRaw:
+		return p.Name
+	case *mcp.CallToolParams:
+		return p.Name
+	}
+	return "a tool"
+}

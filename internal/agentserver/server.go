@@ -1,0 +1,201 @@
+// Package agentserver runs one agent as an MCP server over Streamable HTTP:
+// the native toolsets its agent.json names, and an ask tool that hands a task
+// to the agent's own model turn. Every tools/call is checked against the
+// delegation chain it carries before any tool runs (chain.go); the HTTP side
+// is go-sdk's StreamableHTTPHandler behind the mcphttp middleware.
+//
+// New builds a Server for tests and for in-process use; Main is the
+// `switchboard agent serve` command around it.
+package agentserver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/agents"
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/pool"
+)
+
+// DefaultSessionTimeout closes a session that has seen no request for this
+// long; go-sdk and the python SDK use about the same.
+const DefaultSessionTimeout = 30 * time.Minute
+
+// Options configure a Server. The zero value of every field means its
+// default.
+type Options struct {
+	// DataDir is the agent's private data directory, created if missing;
+	// default .switchboard/data/<name> under the current directory.
+	DataDir string
+	// SessionTimeout closes idle sessions; default DefaultSessionTimeout;
+	// negative: never.
+	SessionTimeout time.Duration
+	// MaxBodyBytes bounds a request body; default
+	// mcphttp.DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Token, when set, is a bearer token every request must carry.
+	Token string
+	// Logger; default: discard.
+	Logger *slog.Logger
+	// Pool carries the agent's own delegations (the ask tool's model turn).
+	// When nil the Server makes one on first use and closes it in Close.
+	Pool *pool.Pool
+}
+
+// Server is one agent served over MCP.
+type Server struct {
+	def     *agentdef.Definition
+	dataDir string
+	logger  *slog.Logger
+	mcp     *mcp.Server
+	handler http.Handler
+	closers []namedCloser // the toolsets', in registration order
+	ask     *asker
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type namedCloser struct {
+	name string
+	io.Closer
+}
+
+// New builds the server for def: it creates the data directory and
+// registers every toolset def names, plus ask. A toolset name that package
+// agents does not know is an error that names it.
+func New(def *agentdef.Definition, opts *Options) (*Server, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if def == nil || def.Name == "" {
+		return nil, errors.New("agentserver: an agent definition with a name is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.SessionTimeout == 0:
+		o.SessionTimeout = DefaultSessionTimeout
+	case o.SessionTimeout < 0:
+		o.SessionTimeout = 0 // go-sdk: never
+	}
+	dataDir, err := prepareDataDir(o.DataDir, def.Name)
+	if err != nil {
+		return nil, err
+	}
+	logger := o.Logger.With("agent", def.Name)
+
+	s := &Server{def: def, dataDir: dataDir, logger: logger}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: def.Name, Title: def.Name, Version: version()}, &mcp.ServerOptions{
+		Instructions: def.Description,
+		Logger:       logger,
+	})
+	s.mcp.AddReceivingMiddleware(chainMiddleware(def.Name, def.MaxDepth, logger))
+
+	for _, name := range def.Tools {
+		ts, ok := agents.Lookup(name)
+		if !ok {
+			s.closeToolsets()
+			return nil, fmt.Errorf("agent %s (%s): unknown toolset %q in \"tools\" (known: %s)",
+				def.Name, def.Dir, name, strings.Join(agents.Names(), ", "))
+		}
+		c, err := ts(s.mcp, agents.Env{DataDir: dataDir, Logger: logger.With("toolset", name)})
+		if err != nil {
+			s.closeToolsets()
+			return nil, fmt.Errorf("agent %s: toolset %q: %w", def.Name, name, err)
+		}
+		if c != nil {
+			s.closers = append(s.closers, namedCloser{name, c})
+		}
+	}
+	s.ask = newAsker(def, o.Pool, logger)
+	s.ask.register(s.mcp)
+
+	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		SessionTimeout:      o.SessionTimeout,
+		MaxRequestBodyBytes: o.MaxBodyBytes,
+		Logger:              logger,
+	})
+	ttl := time.Duration(0)
+	if o.SessionTimeout > 0 {
+		// Outlive go-sdk's own timer, so the binding is never the first to
+		// forget a live session; go-sdk's 404 then prunes it.
+		ttl = o.SessionTimeout + time.Minute
+	}
+	s.handler = mcphttp.New(streamable, &mcphttp.Options{
+		MaxBodyBytes:   o.MaxBodyBytes,
+		Token:          o.Token,
+		SessionIdleTTL: ttl,
+		Logger:         logger,
+	})
+	return s, nil
+}
+
+// Handler serves the agent's MCP endpoint (Streamable HTTP) at whatever path
+// it is mounted on; `agent serve` mounts it at /mcp.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Name is the agent's name.
+func (s *Server) Name() string { return s.def.Name }
+
+// DataDir is the agent's data directory (absolute).
+func (s *Server) DataDir() string { return s.dataDir }
+
+// CloseSessions ends every MCP session, which also ends their open SSE
+// streams; an http.Server's Shutdown waits for those, so call this first.
+func (s *Server) CloseSessions() {
+	for ss := range s.mcp.Sessions() {
+		ss.Close()
+	}
+}
+
+// Close ends every session and releases the toolsets and the pool the
+// Server made. It is idempotent. The HTTP server in front of Handler should
+// be shut down before Close, so no tool runs against a closed toolset.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.CloseSessions()
+		err := s.closeToolsets()
+		s.closeErr = errors.Join(err, s.ask.close())
+	})
+	return s.closeErr
+}
+
+func (s *Server) closeToolsets() error {
+	var errs []error
+	for _, c := range s.closers {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: closing toolset %q: %w", s.def.Name, c.name, err))
+		}
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// prepareDataDir returns the absolute data directory, creating it.
+func prepareDataDir(dir, name string) (string, error) {
+	if dir == "" {
+		dir = filepath.Join(".switchboard", "data", name)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("agent %s: data directory %q: %w", name, dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("agent %s: creating the data directory: %w", name, err)
+	}
+	return abs, nil
+}

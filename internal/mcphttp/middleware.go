@@ -1,0 +1,234 @@
+// Package mcphttp is the HTTP middleware that both the agent server and the
+// studio proxy put in front of an MCP Streamable HTTP endpoint. It makes the
+// server side as forgiving as the spec allows and as strict as it must be:
+//
+//   - An initialize POST that still carries an Mcp-Session-Id (a client that
+//     reconnects with the id of the session it just terminated) starts a
+//     fresh session: the stale header is dropped before the go-sdk handler,
+//     which looks the session up before it reads the body and would answer
+//     404, sees the request.
+//   - A foreign Origin, or a foreign Host on a loopback listener, gets 403
+//     (DNS rebinding; spec 2025-11-25, transports, Security Warning).
+//   - Bodies are bounded (413).
+//   - A session id is bound to the credential (Authorization header) that
+//     created it; another credential presenting it gets 404, as if the session
+//     did not exist.
+//   - An optional bearer token (401).
+//   - A POST that is not one JSON-RPC 2.0 message gets a JSON-RPC error body,
+//     where go-sdk would answer with text/plain.
+//
+// The checks run cheapest first (headers, then the body), and the body is
+// read before the session binding is checked so that an initialize can shed
+// its stale id first.
+package mcphttp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// DefaultMaxBodyBytes is the body limit when Options.MaxBodyBytes is zero.
+// It matches go-sdk's mcp.DefaultMaxRequestBodyBytes.
+const DefaultMaxBodyBytes = 4 << 20
+
+// DefaultMaxSessions caps the session bindings a Handler remembers when
+// Options.MaxSessions is zero.
+const DefaultMaxSessions = 10000
+
+// Header names from the MCP Streamable HTTP transport.
+const (
+	SessionIDHeader       = "Mcp-Session-Id"
+	ProtocolVersionHeader = "Mcp-Protocol-Version"
+	LastEventIDHeader     = "Last-Event-Id"
+)
+
+// Options configure a Handler. The zero value of every field means its
+// default.
+type Options struct {
+	// MaxBodyBytes bounds a request body; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Token, when set, is the bearer token every request must present in
+	// its Authorization header.
+	Token string
+	// MaxSessions caps the remembered session bindings; default
+	// DefaultMaxSessions. When full, expired and then least recently used
+	// bindings are forgotten; their sessions answer 404 and the client
+	// re-initializes, as the spec requires of it.
+	MaxSessions int
+	// SessionIdleTTL forgets a binding unused for this long (it should be at
+	// least the upstream's own idle session timeout). Zero means bindings are
+	// forgotten only on DELETE, on an upstream 404, or at the cap.
+	SessionIdleTTL time.Duration
+	// Logger gets one debug line per decision; default: discard.
+	Logger *slog.Logger
+	// Now is the clock; default time.Now. For tests.
+	Now func() time.Time
+}
+
+// Handler is the middleware. Build it with New.
+type Handler struct {
+	next     http.Handler
+	maxBody  int64
+	token    string
+	logger   *slog.Logger
+	sessions *sessionTable
+}
+
+// New returns next wrapped in the middleware.
+func New(next http.Handler, opts *Options) *Handler {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Handler{
+		next:     next,
+		maxBody:  o.MaxBodyBytes,
+		token:    o.Token,
+		logger:   o.Logger,
+		sessions: newSessionTable(o.MaxSessions, o.SessionIdleTTL, o.Now),
+	}
+}
+
+// Sessions reports how many session bindings h remembers.
+func (h *Handler) Sessions() int { return h.sessions.len() }
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := CheckHost(r); err != nil {
+		WriteJSONError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	if err := CheckOrigin(r); err != nil {
+		WriteJSONError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	if h.token != "" && !CheckBearer(r, h.token) {
+		WriteUnauthorized(w)
+		return
+	}
+
+	msg, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	if msg.method == "initialize" {
+		if stale := r.Header.Get(SessionIDHeader); stale != "" {
+			// The client is starting over; whatever session it names is not
+			// the one it wants. Spec 2025-11-25, transports, Session
+			// Management: the initialize request starts a session.
+			h.logger.Debug("initialize carried a session id; starting a fresh session", "stale_session", stale)
+			r.Header.Del(SessionIDHeader)
+		}
+	}
+
+	cred := credential(r)
+	id := r.Header.Get(SessionIDHeader)
+	if id != "" {
+		if err := h.sessions.check(id, cred); err != nil {
+			h.logger.Debug("refusing session", "session", id, "reason", err)
+			writeSessionNotFound(w)
+			return
+		}
+	}
+
+	rec := &recorder{ResponseWriter: w}
+	if msg.method == "initialize" {
+		rec.onHeader = func(status int, hdr http.Header) {
+			// Bind before the header reaches the client, so the client's
+			// first request on the session cannot race the binding.
+			if newID := hdr.Get(SessionIDHeader); status == http.StatusOK && newID != "" {
+				h.sessions.bind(newID, cred)
+			}
+		}
+	}
+	h.next.ServeHTTP(rec, r)
+	rec.ensureHeader()
+
+	if id == "" {
+		return
+	}
+	switch {
+	case rec.status == http.StatusNotFound:
+		// The upstream no longer knows the session (expired, restarted).
+		h.sessions.forget(id)
+	case r.Method == http.MethodDelete && rec.status/100 == 2:
+		h.sessions.forget(id)
+	default:
+		h.sessions.touch(id)
+	}
+}
+
+// readBody reads and classifies a POST body, bounded by the limit, and puts
+// it back for the next handler. It answers the request itself (ok false) when
+// the body is too large or is not one JSON-RPC 2.0 message.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (msg message, ok bool) {
+	if r.Body == nil {
+		r.Body = http.NoBody
+	}
+	if r.ContentLength > h.maxBody {
+		writeTooLarge(w, h.maxBody)
+		return message{}, false
+	}
+	if r.Method != http.MethodPost {
+		// GET and DELETE carry no message; bound whatever they send anyway.
+		if r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+		}
+		return message{}, true
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	r.Body.Close()
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeTooLarge(w, h.maxBody)
+			return message{}, false
+		}
+		WriteJSONError(w, http.StatusBadRequest, fmt.Sprintf("reading the request body: %v", err))
+		return message{}, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+
+	if !isJSON(r.Header.Get("Content-Type")) {
+		// Leave the answer (415) to the MCP handler, which knows the rules.
+		return message{}, true
+	}
+	msg, rpcErr := classify(body)
+	if rpcErr != nil {
+		WriteJSONRPCError(w, http.StatusBadRequest, msg.id, rpcErr.Code, rpcErr.Message)
+		return message{}, false
+	}
+	return msg, true
+}
+
+func writeTooLarge(w http.ResponseWriter, limit int64) {
+	WriteJSONRPCError(w, http.StatusRequestEntityTooLarge, nil, CodeInvalidRequest,
+		fmt.Sprintf("request body exceeds the limit of %d bytes", limit))
+}
+
+func writeSessionNotFound(w http.ResponseWriter) {
+	// A null id: the error is about the HTTP request, not about one JSON-RPC
+	// message. go-sdk clients then classify the 404 as session expiry
+	// (mcp.ErrSessionMissing), which is what it is to them.
+	WriteJSONRPCError(w, http.StatusNotFound, nil, CodeInvalidRequest, "session not found")
+}
