@@ -2,13 +2,64 @@ package studio
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // Main runs the command with args (after its own name) and returns the exit
 // code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "not implemented yet")
-	return 2
+	fs := flag.NewFlagSet("switchboard up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", ".", "project directory holding agents/")
+	listen := fs.String("listen", DefaultListen, "address to listen on; beyond loopback requires "+EnvToken)
+	logFormat := fs.String("log-format", "text", "log format on stderr (the studio's and the agents'): text or json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: switchboard up [--dir .] [--listen 127.0.0.1:54321] [--log-format text|json]")
+		return 2
+	}
+	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard up: %v\n", err)
+		return 2
+	}
+	s, err := Start(ctx, &Options{
+		Dir:         *dir,
+		Listen:      *listen,
+		Token:       os.Getenv(EnvToken),
+		Logger:      logger,
+		AgentOutput: stderr,
+		LogFormat:   *logFormat,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard up: %v\n", err)
+		return 1
+	}
+	// Say "listening" once every agent has had its first chance to start,
+	// so that whoever waits for the line finds the agents up; one that
+	// failed is reported and keeps being retried.
+	wctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout+5*time.Second)
+	if err := s.WaitReady(wctx); err != nil && ctx.Err() == nil {
+		logger.Warn("studio started with agents down", "err", err)
+	}
+	cancel()
+	if ctx.Err() == nil {
+		fmt.Fprintf(stdout, ReadyFormat, s.URL())
+	}
+	<-ctx.Done()
+	logger.Info("shutting down the studio")
+	if err := s.Close(); err != nil {
+		logger.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,87 @@
+package studio
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/pool"
+)
+
+// AgentInfo is one agent as /api/agents shows it.
+type AgentInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	State       State  `json:"state"`
+	Restarts    int    `json:"restarts"`
+	// PID is the agent process's id while it has one.
+	PID int `json:"pid,omitempty"`
+	// URL is the agent's MCP endpoint through the studio.
+	URL string `json:"url"`
+	// Tools are the names of the agent's tools, listed over MCP when it is
+	// running; ToolsError says why they could not be.
+	Tools      []string `json:"tools"`
+	ToolsError string   `json:"tools_error,omitempty"`
+	// LastError says why the agent last exited.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Agents returns every agent's state, sorted by name, without tools: it
+// does no I/O.
+func (s *Studio) Agents() []AgentInfo {
+	out := make([]AgentInfo, 0, len(s.names))
+	for _, name := range s.names {
+		m := s.agents[name]
+		st := m.proc.status()
+		out = append(out, AgentInfo{
+			Name:        name,
+			Description: m.proc.def.Description,
+			State:       st.state,
+			Restarts:    st.restarts,
+			PID:         st.pid,
+			URL:         s.AgentURL(name),
+			Tools:       []string{},
+			LastError:   st.lastErr,
+		})
+	}
+	return out
+}
+
+// ListAgents is Agents with each running agent's tools, listed through the
+// studio's pool (cached there for a minute), concurrently and each bounded by
+// listToolsTimeout.
+func (s *Studio) ListAgents(ctx context.Context) []AgentInfo {
+	infos := s.Agents()
+	var wg sync.WaitGroup
+	for i := range infos {
+		st := s.agents[infos[i].Name].proc.status()
+		if st.state != StateRunning || st.upstream == nil {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, listToolsTimeout)
+			defer cancel()
+			// Straight to the agent, not through the proxy: the studio is
+			// not a client of its own routes.
+			tools, err := s.pool.ListTools(ctx, &pool.Server{
+				Name:            infos[i].Name,
+				URL:             st.upstream.String(),
+				ProtocolVersion: pool.Protocol20251125,
+			})
+			if err != nil {
+				infos[i].ToolsError = err.Error()
+				return
+			}
+			for _, t := range tools {
+				infos[i].Tools = append(infos[i].Tools, t.Name)
+			}
+		})
+	}
+	wg.Wait()
+	return infos
+}
+
+func (s *Studio) serveAgents(w http.ResponseWriter, r *http.Request) {
+	mcphttp.WriteJSON(w, http.StatusOK, s.ListAgents(r.Context()))
+}

@@ -1,0 +1,121 @@
+package studio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+)
+
+// The proxy forwards MCP Streamable HTTP to an agent. Everything it must get
+// right is about not getting in the way:
+//
+//   - SSE responses stream: FlushInterval -1 flushes after every write, so
+//     a progress notification reaches the client when the agent sends it,
+//     not when the tool returns.
+//   - Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID and Authorization
+//     pass through untouched (ReverseProxy forwards every end-to-end header);
+//     the mcphttp middleware in front applies the session rules, and the
+//     agent's own middleware applies them again.
+//   - Origin is checked here and not forwarded: the browser talks to the
+//     studio, and the agent behind it sees a loopback request from the
+//     studio, whose Host is the agent's own address.
+//   - Errors are JSON-RPC error bodies, so an MCP client shows them.
+
+// ProxyOptions configure NewProxy. The zero value of every field means its
+// default.
+type ProxyOptions struct {
+	// Middleware configures the mcphttp middleware in front of the proxy.
+	Middleware *mcphttp.Options
+	// Transport carries requests upstream; default a loopback-friendly clone
+	// of http.DefaultTransport that ignores proxy environment variables.
+	Transport http.RoundTripper
+	// Logger; default: discard.
+	Logger *slog.Logger
+}
+
+// NewProxy returns a handler that forwards MCP Streamable HTTP requests
+// (POST, GET, DELETE) to upstream, the full URL of an MCP endpoint, behind
+// the mcphttp middleware. The studio uses one per agent, with the agent's
+// current address; a test can put it in front of any MCP server.
+func NewProxy(upstream *url.URL, opts *ProxyOptions) http.Handler {
+	return newProxy(func(*http.Request) (*url.URL, string) { return upstream, upstream.Host }, opts)
+}
+
+// targetFunc returns where a request goes and a name for it in errors.
+type targetFunc func(*http.Request) (target *url.URL, name string)
+
+func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
+	var o ProxyOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		o.Transport = newTransport()
+	}
+	logger := o.Logger
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u, _ := target(pr.In)
+			// Not SetURL: it joins paths, and the agent's endpoint is its
+			// own path, whatever the studio's route was.
+			pr.Out.URL.Scheme = u.Scheme
+			pr.Out.URL.Host = u.Host
+			pr.Out.URL.Path = u.Path
+			pr.Out.URL.RawPath = u.RawPath
+			pr.Out.Host = ""
+			pr.Out.Header.Del("Origin")
+		},
+		FlushInterval: -1,
+		Transport:     o.Transport,
+		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			_, name := target(r)
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				// The client went away; nobody is left to answer.
+				return
+			}
+			logger.Warn("proxy: upstream request failed", "agent", name, "method", r.Method, "err", err)
+			// 502: the agent did not answer. A POST that reached it may have
+			// run; a client must not assume otherwise.
+			mcphttp.WriteJSONRPCError(w, http.StatusBadGateway, nil, codeServerError,
+				fmt.Sprintf("agent %s did not answer: %v", name, err))
+		},
+	}
+	methods := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost, http.MethodGet, http.MethodDelete:
+			rp.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Allow", "GET, POST, DELETE")
+			mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: MCP Streamable HTTP uses GET, POST and DELETE", r.Method))
+		}
+	})
+	mo := &mcphttp.Options{Logger: logger}
+	if o.Middleware != nil {
+		mo = o.Middleware
+	}
+	return mcphttp.New(methods, mo)
+}
+
+// codeServerError is JSON-RPC's implementation-defined server error.
+const codeServerError = -32000
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // agents are on loopback; HTTP_PROXY must not capture them
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.MaxIdleConnsPerHost = 32
+	t.ForceAttemptHTTP2 = false
+	return t
+}

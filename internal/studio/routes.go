@@ -1,0 +1,149 @@
+package studio
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+)
+
+// Routing is strict and done by hand on the escaped path: ServeMux would
+// clean "/api/agents/x/../y/mcp" and redirect, and decode "%2F"; here
+// anything but exactly /api/agents/<name>/mcp, with <name> a known agent,
+// is a 404.
+//
+//	GET  /healthz                 200 "ok"
+//	GET  /api/agents              the agents, their state and tools
+//	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
+
+func (s *Studio) routes() http.Handler {
+	var api http.Handler = http.HandlerFunc(s.serveAPI)
+	if s.opts.Token != "" {
+		api = mcphttp.RequireBearer(s.opts.Token, api)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.EscapedPath()
+		switch {
+		case path == "/healthz":
+			io.WriteString(w, "ok\n")
+		case path == "/api" || strings.HasPrefix(path, "/api/"):
+			// Host and Origin before the token: a rebinding page must not
+			// even learn whether a token is required.
+			if err := mcphttp.CheckHost(r); err != nil {
+				mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
+				return
+			}
+			if err := mcphttp.CheckOrigin(r); err != nil {
+				mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
+				return
+			}
+			api.ServeHTTP(w, r)
+		default:
+			notFound(w, path)
+		}
+	})
+}
+
+func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	if path == "/api/agents" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET")
+			mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, "GET /api/agents lists the agents")
+			return
+		}
+		s.serveAgents(w, r)
+		return
+	}
+	rest, ok := strings.CutPrefix(path, "/api/agents/")
+	if !ok {
+		notFound(w, path)
+		return
+	}
+	name, tail, ok := strings.Cut(rest, "/")
+	if !ok || tail != "mcp" || !validName(name) {
+		notFound(w, path)
+		return
+	}
+	m, ok := s.agents[name]
+	if !ok {
+		mcphttp.WriteJSONRPCErrorData(w, http.StatusNotFound, codeServerError,
+			fmt.Sprintf("unknown agent %q; known agents: %s", name, strings.Join(s.names, ", ")),
+			map[string]any{"agent": name, "known": s.names})
+		return
+	}
+	st := m.proc.status()
+	if st.state != StateRunning || st.upstream == nil {
+		writeDown(w, name, st)
+		return
+	}
+	m.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, st.upstream)))
+}
+
+// upstreamKey carries the agent's address, read once with its state, to the
+// proxy's Rewrite.
+type upstreamKey struct{}
+
+// agentProxy returns the route to proc's current address.
+func (s *Studio) agentProxy(proc *agentProc) http.Handler {
+	name := proc.def.Name
+	return newProxy(func(r *http.Request) (*url.URL, string) {
+		u, _ := r.Context().Value(upstreamKey{}).(*url.URL)
+		if u == nil {
+			// Unreachable through serveAPI; fail closed.
+			u = &url.URL{Scheme: "http", Host: "invalid.invalid", Path: "/mcp"}
+		}
+		return u, name
+	}, &ProxyOptions{
+		Transport: s.transport,
+		Logger:    s.logger,
+		Middleware: &mcphttp.Options{
+			MaxBodyBytes: s.opts.MaxBodyBytes,
+			Logger:       s.logger.With("agent", name),
+			// The token (if any) was checked by the studio for all of /api/.
+		},
+	})
+}
+
+// writeDown answers 503 for an agent that is not running, with how long to
+// wait: until its next start, or a second while it is starting.
+func writeDown(w http.ResponseWriter, name string, st agentStatus) {
+	retry := time.Second
+	if d := time.Until(st.nextStart); (st.state == StateRestarting || st.state == StateFailed) && d > retry {
+		retry = d
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	msg := fmt.Sprintf("agent %s is %s", name, st.state)
+	if st.lastErr != "" {
+		msg += ": " + st.lastErr
+	}
+	mcphttp.WriteJSONRPCErrorData(w, http.StatusServiceUnavailable, codeServerError, msg,
+		map[string]any{"agent": name, "state": st.state, "restarts": st.restarts})
+}
+
+func notFound(w http.ResponseWriter, path string) {
+	mcphttp.WriteJSONError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: agents are at /api/agents/<name>/mcp, the list at /api/agents", path))
+}
+
+// validName accepts what an agent folder name may be; anything else
+// (percent-encoding, dots alone) cannot be an agent.
+func validName(name string) bool {
+	if name == "" || name == "." || name == ".." {
+		return false
+	}
+	for _, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,358 @@
+// Package studio runs every agent of a project as a supervised child process
+// behind one HTTP endpoint: `switchboard up`. It routes
+// /api/agents/<name>/mcp to each agent's MCP server (proxy.go, routes.go),
+// lists the agents and their tools at /api/agents (agents.go), and restarts
+// an agent that crashes (supervisor.go).
+package studio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/pool"
+)
+
+// EnvStudioURL is set in every agent's environment to the studio's base URL,
+// so that an agent's tools/mcp.json can reach its siblings through the
+// studio: "url": "${SWITCHBOARD_STUDIO_URL}/api/agents/packrat/mcp".
+const EnvStudioURL = "SWITCHBOARD_STUDIO_URL"
+
+// EnvToken is the environment variable `switchboard up` reads its bearer
+// token from.
+const EnvToken = "SWITCHBOARD_TOKEN"
+
+// DefaultListen is where `switchboard up` listens by default.
+const DefaultListen = "127.0.0.1:54321"
+
+// ReadyFormat is the line `switchboard up` prints on stdout once it serves;
+// the argument is the studio's base URL.
+const ReadyFormat = "switchboard studio listening on %s\n"
+
+// ErrTokenRequired is returned by Start when asked to listen beyond loopback
+// without a token.
+var ErrTokenRequired = errors.New("a bearer token is required to listen beyond loopback")
+
+// Options configure a Studio. The zero value of every field means its
+// default.
+type Options struct {
+	// Dir is the project directory holding agents/; default ".".
+	Dir string
+	// Listen is the address to listen on; default DefaultListen. Port 0
+	// picks a free port (see Studio.URL).
+	Listen string
+	// Executable is the switchboard binary agents run as; default
+	// os.Executable().
+	Executable string
+	// Token is the bearer token /api/ requires. Required when Listen is not
+	// a loopback address.
+	Token string
+	// Logger gets the studio's own logs; default: discard.
+	Logger *slog.Logger
+	// AgentOutput gets every agent's log lines, prefixed by its name;
+	// default os.Stderr.
+	AgentOutput io.Writer
+	// LogFormat is passed to agents' --log-format; default "text".
+	LogFormat string
+	// Env is added to the agents' environment (after os.Environ()).
+	Env []string
+
+	// StartTimeout bounds how long an agent may take to listen; default 30s.
+	StartTimeout time.Duration
+	// StopTimeout is how long an agent gets between SIGTERM and SIGKILL;
+	// default 10s.
+	StopTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the delay before restarting an agent
+	// that exited; defaults 250ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// HealthyAfter is how long an agent must run for its backoff to reset;
+	// default 30s.
+	HealthyAfter time.Duration
+	// MaxBodyBytes bounds a proxied request body; default
+	// mcphttp.DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// failedAfter consecutive failed runs mark an agent failed (it is still
+// retried, at the backoff cap).
+const failedAfter = 5
+
+// shutdownTimeout bounds how long Close waits for proxied requests.
+const shutdownTimeout = 5 * time.Second
+
+// listToolsTimeout bounds one agent's tools/list for /api/agents.
+const listToolsTimeout = 5 * time.Second
+
+// Studio is a running studio. Close it when done.
+type Studio struct {
+	opts      Options
+	logger    *slog.Logger
+	url       string
+	ln        net.Listener
+	srv       *http.Server
+	handler   http.Handler
+	transport *http.Transport
+	pool      *pool.Pool // lists agents' tools
+	agents    map[string]*managed
+	names     []string // sorted
+
+	stop    context.CancelFunc // stops the supervisors
+	wg      sync.WaitGroup     // supervisors and the server
+	served  chan error
+	closing sync.Once
+	closeE  error
+}
+
+// managed is an agent and its route.
+type managed struct {
+	proc  *agentProc
+	proxy http.Handler
+}
+
+// Start loads every agent under <Dir>/agents, listens, and starts the agents.
+// It returns once the studio serves; the agents come up in the background
+// (see WaitReady). ctx bounds only the start.
+func Start(ctx context.Context, opts *Options) (*Studio, error) {
+	o, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkExposure(o.Listen, o.Token); err != nil {
+		return nil, err
+	}
+	defs, err := agentdef.LoadAll(filepath.Join(o.Dir, "agents"))
+	if err != nil {
+		return nil, fmt.Errorf("studio: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("studio: %w", err)
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if !mcphttp.IsLoopback(host) && o.Token == "" {
+		// The name resolved somewhere the pre-check could not see.
+		ln.Close()
+		return nil, fmt.Errorf("studio: %w: %s resolved to %s; set %s", ErrTokenRequired, o.Listen, host, EnvToken)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		// Listening on every interface: agents and local clients reach it
+		// on loopback. Go reports a wildcard listener as [::] even for
+		// "0.0.0.0" (it is dual-stack), so the asked-for host decides.
+		host = "127.0.0.1"
+		if asked, _, _ := net.SplitHostPort(o.Listen); strings.Contains(asked, ":") {
+			host = "::1"
+		}
+	}
+
+	s := &Studio{
+		opts:      o,
+		logger:    o.Logger,
+		url:       "http://" + net.JoinHostPort(host, port),
+		ln:        ln,
+		transport: newTransport(),
+		agents:    make(map[string]*managed),
+		served:    make(chan error, 1),
+	}
+	s.pool = pool.New(&pool.Options{
+		HTTPClient: &http.Client{Transport: s.transport},
+		Logger:     o.Logger.With("component", "pool"),
+		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
+	})
+	cfg := &supervisorConfig{
+		exe:          o.Executable,
+		studioURL:    s.url,
+		logFormat:    o.LogFormat,
+		env:          o.Env,
+		startTimeout: o.StartTimeout,
+		stopTimeout:  o.StopTimeout,
+		minBackoff:   o.MinBackoff,
+		maxBackoff:   o.MaxBackoff,
+		healthyAfter: o.HealthyAfter,
+		failedAfter:  failedAfter,
+		waitDelay:    2 * time.Second,
+		logger:       o.Logger,
+		out:          &syncWriter{w: o.AgentOutput},
+	}
+	for _, d := range defs {
+		cfg.prefixWidth = max(cfg.prefixWidth, len(d.Name))
+	}
+	for _, d := range defs {
+		dir, err := filepath.Abs(d.Dir)
+		if err != nil {
+			ln.Close()
+			s.pool.Close()
+			return nil, fmt.Errorf("studio: agent %s: %w", d.Name, err)
+		}
+		proc := newAgentProc(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
+		s.agents[d.Name] = &managed{proc: proc, proxy: s.agentProxy(proc)}
+		s.names = append(s.names, d.Name)
+	}
+	slices.Sort(s.names)
+	if len(defs) == 0 {
+		o.Logger.Warn("no agents found", "dir", filepath.Join(o.Dir, "agents"))
+	}
+
+	s.handler = s.routes()
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		// No WriteTimeout: SSE streams are long-lived by design.
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.served <- s.srv.Serve(ln)
+	}()
+
+	// The supervisors live until Close, not until ctx is done.
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	for _, name := range s.names {
+		s.wg.Go(func() { s.agents[name].proc.run(runCtx) })
+	}
+	o.Logger.Info("studio serving", "url", s.url, "agents", s.names)
+	return s, nil
+}
+
+func resolve(opts *Options) (Options, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Dir == "" {
+		o.Dir = "."
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return o, fmt.Errorf("studio: %w", err)
+	}
+	o.Dir = dir
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("studio: finding the switchboard binary to run agents with: %w", err)
+		}
+		o.Executable = exe
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.AgentOutput == nil {
+		o.AgentOutput = os.Stderr
+	}
+	if o.LogFormat == "" {
+		o.LogFormat = "text"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.StartTimeout, 30*time.Second)
+	def(&o.StopTimeout, 10*time.Second)
+	def(&o.MinBackoff, 250*time.Millisecond)
+	def(&o.MaxBackoff, 30*time.Second)
+	def(&o.HealthyAfter, 30*time.Second)
+	return o, nil
+}
+
+// checkExposure refuses an address beyond loopback without a token. A host
+// name other than localhost counts as beyond loopback: it may resolve to
+// anything.
+func checkExposure(listen, token string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("studio: listen address %q: %w", listen, err)
+	}
+	if token != "" || mcphttp.IsLoopback(host) {
+		return nil
+	}
+	shown := host
+	if shown == "" {
+		shown = "every interface"
+	}
+	return fmt.Errorf("studio: refusing to listen on %s (%s) without a bearer token: %w; set %s (clients then send Authorization: Bearer <token>) or listen on 127.0.0.1",
+		listen, shown, ErrTokenRequired, EnvToken)
+}
+
+// URL is the studio's base URL, e.g. http://127.0.0.1:54321; agents are at
+// URL()+"/api/agents/<name>/mcp".
+func (s *Studio) URL() string { return s.url }
+
+// AgentURL is the proxied MCP endpoint of agent name.
+func (s *Studio) AgentURL(name string) string { return s.url + "/api/agents/" + name + "/mcp" }
+
+// Handler is the studio's HTTP handler (what it serves on URL).
+func (s *Studio) Handler() http.Handler { return s.handler }
+
+// WaitReady waits until every agent has finished its first start, running or
+// not, and returns an error naming those that are not running.
+func (s *Studio) WaitReady(ctx context.Context) error {
+	for _, name := range s.names {
+		select {
+		case <-s.agents[name].proc.firstDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var down []string
+	for _, name := range s.names {
+		if st := s.agents[name].proc.status(); st.state != StateRunning {
+			down = append(down, fmt.Sprintf("%s (%s: %s)", name, st.state, st.lastErr))
+		}
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("agents not running: %s", strings.Join(down, "; "))
+	}
+	return nil
+}
+
+// Close stops serving, stops every agent (SIGTERM, then SIGKILL after
+// StopTimeout) and waits for all of it. It is idempotent.
+func (s *Studio) Close() error {
+	s.closing.Do(func() {
+		// Stop accepting and stop the agents at the same time: the agents'
+		// exit is what ends proxied SSE streams, which Shutdown waits for.
+		shutdown := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+			defer cancel()
+			shutdown <- s.srv.Shutdown(ctx)
+		}()
+		s.stop()
+		var errs []error
+		if err := <-shutdown; err != nil {
+			s.srv.Close()
+		}
+		s.wg.Wait()
+		if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("studio: serving: %w", err))
+		}
+		errs = append(errs, s.pool.Close())
+		s.transport.CloseIdleConnections()
+		s.closeE = errors.Join(errs...)
+	})
+	return s.closeE
+}

@@ -1,0 +1,286 @@
+package studio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+)
+
+// The supervisor runs one agent as a child process and keeps it running.
+//
+// The child is `switchboard agent serve` on a loopback ephemeral port; the
+// only way to learn the port is the one line the child prints on stdout when
+// it listens (agentserver.ReadyFormat). A child that exits on its own is
+// restarted after an exponential backoff, reset once a run has stayed up for
+// a healthy period. The child leads its own process group, so stopping it
+// reaches whatever it started too (stdio MCP servers), and Pdeathsig kills
+// it if the studio dies without stopping it (SIGKILL, a crash). Pdeathsig
+// fires when the OS thread that forked the child exits; Go keeps its threads
+// unless a goroutine exits while locked to one, which this package never does.
+
+// State is where an agent's process is in its life.
+type State string
+
+const (
+	StateStarting   State = "starting"   // launched, not listening yet
+	StateRunning    State = "running"    // listening; the proxy routes to it
+	StateRestarting State = "restarting" // exited; waiting out the backoff
+	StateFailed     State = "failed"     // exited failedAfter times in a row; still retried, at the backoff cap
+	StateStopped    State = "stopped"    // the studio stopped it
+)
+
+// supervisorConfig is what every agent's supervisor shares.
+type supervisorConfig struct {
+	exe          string
+	studioURL    string
+	logFormat    string
+	env          []string
+	startTimeout time.Duration
+	stopTimeout  time.Duration
+	minBackoff   time.Duration
+	maxBackoff   time.Duration
+	healthyAfter time.Duration
+	failedAfter  int
+	waitDelay    time.Duration
+	logger       *slog.Logger
+	out          *syncWriter
+	prefixWidth  int
+}
+
+// agentProc is one supervised agent.
+type agentProc struct {
+	def     *agentdef.Definition
+	dir     string // absolute agent folder
+	dataDir string // absolute data directory
+	cfg     *supervisorConfig
+
+	firstDone chan struct{} // closed once the first start has succeeded or failed
+	firstOnce sync.Once
+
+	mu        sync.Mutex // protects following fields
+	state     State
+	upstream  *url.URL // the child's /mcp; nil unless running
+	pid       int
+	restarts  int
+	lastErr   string
+	lastLine  string    // the child's last stderr line, for lastErr
+	nextStart time.Time // restarting/failed: when the next attempt begins
+}
+
+func newAgentProc(def *agentdef.Definition, dir, dataDir string, cfg *supervisorConfig) *agentProc {
+	return &agentProc{def: def, dir: dir, dataDir: dataDir, cfg: cfg, firstDone: make(chan struct{}), state: StateStarting}
+}
+
+func (a *agentProc) markFirst() { a.firstOnce.Do(func() { close(a.firstDone) }) }
+
+// run keeps the agent running until ctx is done.
+func (a *agentProc) run(ctx context.Context) {
+	defer func() {
+		a.mu.Lock()
+		a.state, a.upstream, a.pid = StateStopped, nil, 0
+		a.mu.Unlock()
+		a.markFirst()
+	}()
+	failures := 0
+	for {
+		ranFor, err := a.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if ranFor >= a.cfg.healthyAfter {
+			failures = 0
+		}
+		failures++
+		delay := backoff(failures, a.cfg.minBackoff, a.cfg.maxBackoff)
+		state := StateRestarting
+		if failures >= a.cfg.failedAfter {
+			state = StateFailed
+		}
+		a.mu.Lock()
+		a.state, a.upstream, a.pid = state, nil, 0
+		a.restarts++
+		a.lastErr = err.Error()
+		if a.lastLine != "" {
+			a.lastErr += " (last log line: " + a.lastLine + ")"
+		}
+		a.nextStart = time.Now().Add(delay)
+		lastErr := a.lastErr
+		a.mu.Unlock()
+		a.markFirst()
+		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
+
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// backoff is lo·2^(n-1), capped at hi.
+func backoff(n int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 1; i < n && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
+
+// runOnce starts the child and returns when it has exited, or when ctx is
+// done and the child has been stopped. ranFor is how long it was running
+// (listening); err says why it ended on its own.
+func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
+	name := a.def.Name
+	prefix := fmt.Sprintf("%-*s | ", a.cfg.prefixWidth, name)
+	ready := make(chan *url.URL, 1)
+	stdout := &lineWriter{line: func(l string) {
+		if u, ok := parseReady(l, name); ok {
+			select {
+			case ready <- u:
+			default:
+			}
+			return
+		}
+		a.cfg.out.writeLine(prefix, l)
+	}}
+	stderr := &lineWriter{line: func(l string) {
+		a.mu.Lock()
+		a.lastLine = l
+		a.mu.Unlock()
+		a.cfg.out.writeLine(prefix, l)
+	}}
+
+	cmd := exec.Command(a.cfg.exe, "agent", "serve",
+		"--agent", a.dir,
+		"--listen", "127.0.0.1:0",
+		"--data-dir", a.dataDir,
+		"--log-format", a.cfg.logFormat)
+	cmd.Env = append(append(os.Environ(), a.cfg.env...), EnvStudioURL+"="+a.cfg.studioURL)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// After the child exits, its output pipes may stay open in a grandchild
+	// that escaped the group; don't let that hold Wait forever.
+	cmd.WaitDelay = a.cfg.waitDelay
+
+	a.mu.Lock()
+	a.state, a.upstream, a.pid, a.lastLine = StateStarting, nil, 0, ""
+	a.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting %s: %w", a.cfg.exe, err)
+	}
+	pid := cmd.Process.Pid
+	a.mu.Lock()
+	a.pid = pid
+	a.mu.Unlock()
+
+	// Every path below receives from exited before returning, so this
+	// goroutine never outlives runOnce.
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		stdout.flush()
+		stderr.flush()
+		exited <- err
+	}()
+
+	start := time.NewTimer(a.cfg.startTimeout)
+	defer start.Stop()
+	select {
+	case u := <-ready:
+		a.mu.Lock()
+		a.state, a.upstream = StateRunning, u
+		a.mu.Unlock()
+		a.markFirst()
+		a.cfg.logger.Info("agent running", "agent", name, "pid", pid, "upstream", u.String())
+	case err := <-exited:
+		killGroup(pid)
+		return 0, fmt.Errorf("exited before it was ready: %w", exitError(err))
+	case <-start.C:
+		a.stop(pid, exited)
+		return 0, fmt.Errorf("did not print its listening line within %v", a.cfg.startTimeout)
+	case <-ctx.Done():
+		a.stop(pid, exited)
+		return 0, nil
+	}
+
+	readyAt := time.Now()
+	select {
+	case err := <-exited:
+		killGroup(pid)
+		return time.Since(readyAt), fmt.Errorf("exited: %w", exitError(err))
+	case <-ctx.Done():
+		a.stop(pid, exited)
+		return time.Since(readyAt), nil
+	}
+}
+
+// stop asks the child's process group to terminate, waits up to stopTimeout,
+// then kills it.
+func (a *agentProc) stop(pid int, exited <-chan error) {
+	syscall.Kill(-pid, syscall.SIGTERM)
+	t := time.NewTimer(a.cfg.stopTimeout)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		a.cfg.logger.Warn("agent did not stop in time; killing it", "agent", a.def.Name, "pid", pid, "after", a.cfg.stopTimeout)
+		syscall.Kill(-pid, syscall.SIGKILL)
+		<-exited
+	}
+	killGroup(pid)
+}
+
+// killGroup kills what is left of the child's process group once the child
+// itself has exited (processes it started and did not stop).
+func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }
+
+func exitError(err error) error {
+	if err == nil {
+		return errors.New("exit status 0")
+	}
+	return err
+}
+
+// parseReady reads the child's "listening on" line.
+func parseReady(line, name string) (*url.URL, bool) {
+	rest, ok := strings.CutPrefix(line, "switchboard agent "+name+" listening on ")
+	if !ok {
+		return nil, false
+	}
+	u, err := url.Parse(strings.TrimSpace(rest))
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return nil, false
+	}
+	return u, true
+}
+
+// status is a snapshot of the agent, taken under its lock.
+func (a *agentProc) status() agentStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return agentStatus{
+		state: a.state, upstream: a.upstream, pid: a.pid,
+		restarts: a.restarts, lastErr: a.lastErr, nextStart: a.nextStart,
+	}
+}
+
+type agentStatus struct {
+	state     State
+	upstream  *url.URL
+	pid       int
+	restarts  int
+	lastErr   string
+	nextStart time.Time
+}
