@@ -80,12 +80,15 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 	if err != nil {
 		return toolError("agent %s: %v", name, err), nil, nil
 	}
-	answer, err := agent.Ask(ctx, in.Task, chain)
+	res, err := agent.Run(ctx, in.Task, chain)
 	if err != nil {
 		a.logger.Info("ask failed", "run", chain.RunID, "err", err)
 		return toolError("agent %s: %v", name, err), nil, nil
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: answer}}}, nil, nil
+	// The structured result (runtime.Result) lists every delegation: the
+	// caller's client may handle the last progress notifications after the
+	// response, too late to show them.
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Answer}}}, res, nil
 }
 
 // runtimeAgent returns the agent's turn loop, making it (and its pool) on

@@ -63,7 +63,11 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		Name:      "ask",
 		Arguments: map[string]any{"task": cfg.task},
 	})
-	out.Delegations = append(out.Delegations, pr.stop()...)
+	var final askResult
+	if err == nil {
+		final, _ = structured(res)
+	}
+	out.Delegations = append(out.Delegations, pr.stop(final.Delegations)...)
 	switch {
 	case ctx.Err() != nil:
 		return fail(exitCancelled, fmt.Errorf("cancelled; the agent was told to stop: %w", ctx.Err()))
@@ -74,13 +78,8 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	}
 
 	out.Answer = delegation.ResultText(res)
-	if sr, ok := structured(res); ok {
-		if sr.Answer != "" {
-			out.Answer = sr.Answer
-		}
-		if sr.Delegations != nil {
-			out.Delegations = sr.Delegations
-		}
+	if final.Answer != "" {
+		out.Answer = final.Answer
 	}
 	out.DurationMS = time.Since(start).Milliseconds()
 	if cfg.json {

@@ -141,6 +141,9 @@ func TestAskJSON(t *testing.T) {
 	if err := dec.Decode(&out); err != nil {
 		t.Fatalf("stdout is not the JSON object: %v", err)
 	}
+	if !strings.Contains(stderr.String(), "✓ packrat.store_note 44ms") {
+		t.Errorf("stderr %q lacks the finish line that only the result carried", stderr)
+	}
 	if out.Answer != "Friday." || out.Agent != "oracle" || out.DurationMS == nil || len(out.Delegations) != 1 ||
 		out.Delegations[0].CallID != "call_1" || out.Delegations[0].Outcome != delegation.OutcomeOK {
 		t.Errorf("output %+v", out)

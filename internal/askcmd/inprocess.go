@@ -3,11 +3,78 @@ package askcmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
-// startInProcess starts a studio with the bundled agents and the builtin
-// model. (Waiting for internal/studio.Start.)
+// readyTimeout bounds the wait for a studio ask started to bring its agents
+// up. Agents start in parallel and listen within a second; the bound is for
+// one that hangs, which is then reported while the task still goes ahead.
+const readyTimeout = 30 * time.Second
+
+// logName is the file, under <dir>/.switchboard, that receives the log
+// lines of the agents of a studio ask started: on the terminal they would
+// bury the delegations.
+const logName = "ask-studio.log"
+
+// startInProcess starts a studio for cfg.dir's agents on an ephemeral
+// loopback port, with the agents' own model settings (the builtin model for
+// the bundled agents) unless --model names another.
 func startInProcess(ctx context.Context, cfg *config, stderr io.Writer) (*studioConn, error) {
-	return nil, errors.New("no studio is running and starting one is not available yet")
+	agentsDir := filepath.Join(cfg.dir, "agents")
+	if _, err := os.Stat(agentsDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no studio at %s, and no agents/ in %s to start one with: run ask in the switchboard project directory, pass --dir, or start a studio with `switchboard up`", cfg.studioURL, absOr(cfg.dir))
+	}
+	stateDir := filepath.Join(cfg.dir, ".switchboard")
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("starting a studio: %w", err)
+	}
+	logPath := filepath.Join(stateDir, logName)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("starting a studio: %w", err)
+	}
+	var env []string
+	if cfg.model != "" {
+		env = append(env, "OPENAI_MODEL="+cfg.model) // read by runtime in each agent
+	}
+	st, err := studio.Start(ctx, &studio.Options{
+		Dir:         cfg.dir,
+		Listen:      "127.0.0.1:0",
+		Env:         env,
+		AgentOutput: logFile,
+	})
+	if err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("no studio at %s, and starting one failed: %w", cfg.studioURL, err)
+	}
+	fmt.Fprintf(stderr, "· no studio at %s: started one at %s for this task (agent logs: %s)\n", cfg.studioURL, st.URL(), logPath)
+
+	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	err = st.WaitReady(readyCtx)
+	cancel()
+	if ctx.Err() != nil {
+		return nil, errors.Join(ctx.Err(), st.Close(), logFile.Close())
+	}
+	if err != nil {
+		// The task may not need the agent that is down; the call will say
+		// so if it does.
+		fmt.Fprintf(stderr, "· %v\n", err)
+	}
+	return &studioConn{url: st.URL(), close: func() error {
+		return errors.Join(st.Close(), logFile.Close())
+	}}, nil
+}
+
+func absOr(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }

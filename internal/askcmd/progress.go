@@ -16,18 +16,22 @@ import (
 // delegation.Event (one JSON line) as a line per start and finish, any other
 // message as it is. It keeps the finish events for --json.
 //
-// go-sdk hands notifications to their handler in order, but a final response
-// can overtake the last of them; once the call has returned, stop makes
-// later notifications silent so that nothing prints after the answer.
+// go-sdk handles notifications in order, but the response to the call can
+// overtake the last of them (it is handled on the read loop, notifications
+// on a queue), and the pool drops a notification that arrives after its
+// call returned. So the agent's result lists every delegation too, and stop
+// prints the finish events that did not arrive in time; later notifications
+// are silent, so nothing prints after the answer.
 type printer struct {
 	w io.Writer
 
 	mu       sync.Mutex // protects following fields
 	done     bool
 	finished []delegation.Event
+	printed  map[string]bool // finish events shown, by their JSON
 }
 
-func newPrinter(w io.Writer) *printer { return &printer{w: w} }
+func newPrinter(w io.Writer) *printer { return &printer{w: w, printed: map[string]bool{}} }
 
 // progress is the pool.WithProgress callback.
 func (p *printer) progress(n *mcp.ProgressNotificationParams) {
@@ -43,16 +47,34 @@ func (p *printer) progress(n *mcp.ProgressNotificationParams) {
 	}
 	if ev.Phase == delegation.PhaseFinish {
 		p.finished = append(p.finished, ev)
+		p.printed[eventKey(ev)] = true
 	}
 	fmt.Fprintln(p.w, eventLine(ev))
 }
 
-// stop silences the printer and returns the finish events seen.
-func (p *printer) stop() []delegation.Event {
+// stop silences the printer, prints the finish events of final (the
+// agent's own list, nil if it sent none) not shown yet, and returns the
+// complete list: final when there is one, else the events seen.
+func (p *printer) stop(final []delegation.Event) []delegation.Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done = true
-	return p.finished
+	if final == nil {
+		return p.finished
+	}
+	for _, ev := range final {
+		if ev.Phase == delegation.PhaseFinish && !p.printed[eventKey(ev)] {
+			fmt.Fprintln(p.w, eventLine(ev))
+		}
+	}
+	return final
+}
+
+// eventKey identifies an event by its JSON form, which is what both the
+// notification and the agent's result carry.
+func eventKey(ev delegation.Event) string {
+	b, _ := json.Marshal(ev)
+	return string(b)
 }
 
 // eventLine renders one event, for example
