@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -154,13 +154,13 @@ func TestAskWithoutModel(t *testing.T) {
 func TestAskReportsProgress(t *testing.T) {
 	def := &agentdef.Definition{Name: "gamma", Model: agentdef.Model{BaseURL: "http://127.0.0.1:1/v1"}}
 	_, ts := newTestServer(t, def)
-	var mu sync.Mutex
-	var got []string
+	got := make(chan string, 16)
 	cs := connect(t, ts.URL, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, req.Params.Message)
+			select {
+			case got <- req.Params.Message:
+			default:
+			}
 		},
 	})
 	params := &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"task": "x"}}
@@ -168,12 +168,15 @@ func TestAskReportsProgress(t *testing.T) {
 	if _, err := cs.CallTool(t.Context(), params); err != nil {
 		t.Fatal(err)
 	}
-	// The notification travels on the call's own SSE stream, ahead of the
-	// result, so it has been handled by the time CallTool returns.
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) == 0 || !strings.Contains(got[0], "agent gamma: working on the task") {
-		t.Fatalf("progress messages %q, want the agent's first note", got)
+	// go-sdk hands notifications to the handler on its own goroutine, so
+	// the first may be handled just after CallTool returns.
+	select {
+	case msg := <-got:
+		if !strings.Contains(msg, "agent gamma: working on the task") {
+			t.Fatalf("first progress message %q, want the agent's start note", msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no progress notification")
 	}
 }
 

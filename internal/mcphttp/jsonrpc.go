@@ -31,8 +31,8 @@ func WriteJSONRPCError(w http.ResponseWriter, status int, id json.RawMessage, co
 }
 
 // WriteJSONRPCErrorData is WriteJSONRPCError with a data member.
-func WriteJSONRPCErrorData(w http.ResponseWriter, status int, code int64, message string, data any) {
-	writeRPCError(w, status, nil, &RPCError{Code: code, Message: message, Data: data})
+func WriteJSONRPCErrorData(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string, data any) {
+	writeRPCError(w, status, id, &RPCError{Code: code, Message: message, Data: data})
 }
 
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *RPCError) {

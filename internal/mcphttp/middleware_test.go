@@ -3,9 +3,11 @@ package mcphttp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -348,4 +350,43 @@ func TestForeignHostOnLoopback(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("Host rebound.example on a loopback listener: %d, want 403", resp.StatusCode)
 	}
+}
+
+// TestGoSDKClientSeesSessionMissing: the middleware's own 404 (here: the
+// session presented with another credential) is, to a go-sdk client, what
+// an expired session is: mcp.ErrSessionMissing, which the pool recovers from.
+func TestGoSDKClientSeesSessionMissing(t *testing.T) {
+	ts, _ := newServer(t, nil, false)
+	creds := &switchable{auth: "Bearer alice"}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil)
+	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: &http.Client{Transport: creds}, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	creds.set("Bearer mallory")
+	_, err = cs.ListTools(t.Context(), nil)
+	if !errors.Is(err, mcp.ErrSessionMissing) {
+		t.Fatalf("ListTools with another credential: %v, want mcp.ErrSessionMissing", err)
+	}
+}
+
+type switchable struct {
+	mu   sync.Mutex
+	auth string
+}
+
+func (s *switchable) set(a string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.auth = a
+}
+
+func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	a := s.auth
+	s.mu.Unlock()
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", a)
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -74,7 +74,7 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	m, ok := s.agents[name]
 	if !ok {
-		mcphttp.WriteJSONRPCErrorData(w, http.StatusNotFound, codeServerError,
+		mcphttp.WriteJSONRPCErrorData(w, http.StatusNotFound, nil, codeServerError,
 			fmt.Sprintf("unknown agent %q; known agents: %s", name, strings.Join(s.names, ", ")),
 			map[string]any{"agent": name, "known": s.names})
 		return
@@ -124,7 +124,7 @@ func writeDown(w http.ResponseWriter, name string, st agentStatus) {
 	if st.lastErr != "" {
 		msg += ": " + st.lastErr
 	}
-	mcphttp.WriteJSONRPCErrorData(w, http.StatusServiceUnavailable, codeServerError, msg,
+	mcphttp.WriteJSONRPCErrorData(w, http.StatusServiceUnavailable, nil, codeServerError, msg,
 		map[string]any{"agent": name, "state": st.state, "restarts": st.restarts})
 }
 

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -143,6 +144,9 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("studio: %w (is a studio already running? see %s/healthz, or pass --listen 127.0.0.1:0)", err, "http://"+o.Listen)
+		}
 		return nil, fmt.Errorf("studio: %w", err)
 	}
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
