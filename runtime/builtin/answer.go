@@ -2,8 +2,10 @@ package builtin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -21,8 +23,11 @@ func answer(task string, steps []step, outcomes []outcome, extra []issued, tools
 	for _, o := range outcomes {
 		byStep[o.step] = o
 	}
+	if !slices.ContainsFunc(steps, func(s step) bool { return s.tool != nil }) && len(extra) == 0 {
+		// Nothing fitted at all: say what this model is and how to ask.
+		return noMatch(task, tools)
+	}
 	var out []string
-	called := false
 	for i := range steps {
 		s := &steps[i]
 		if s.tool == nil {
@@ -38,23 +43,28 @@ func answer(task string, steps []step, outcomes []outcome, extra []issued, tools
 			// when answering, but say so rather than drop it.
 			out = append(out, fmt.Sprintf("I did not get to %q.", trimEnd(s.text)))
 		case o.skipped != nil:
-			out = append(out, fmt.Sprintf("I did not call %s for %q: it %v, and there was none.", s.tool.display(), trimEnd(s.text), errNeedsEarlierResult))
+			out = append(out, fmt.Sprintf("I did not call %s for %q: it %s.", s.tool.display(), trimEnd(s.text), skipReason(o.skipped)))
 		default:
-			called = true
 			out = append(out, describe(s, s.tool, o.call))
 		}
 	}
 	for k := range extra {
-		called = true
 		out = append(out, describe(nil, toolOrStub(tools, extra[k].name), &extra[k]))
 	}
-	if !called && len(out) == 0 {
-		return noMatch(task, tools)
-	}
-	if !called {
-		return strings.Join(out, " ") + " " + noMatch(task, tools)
-	}
 	return strings.Join(out, " ")
+}
+
+// skipReason words why a step was not called, naming the parameter:
+// "needs the id from an earlier result, and there was none".
+func skipReason(err error) string {
+	param, _, _ := strings.Cut(err.Error(), ":")
+	switch {
+	case errors.Is(err, errNeedsEarlierResult):
+		return fmt.Sprintf("needs the %s from an earlier result, and there was none", param)
+	case errors.Is(err, errNoContent):
+		return fmt.Sprintf("gives nothing to pass as %s", param)
+	}
+	return err.Error()
 }
 
 func noMatch(task string, tools []*tool) string {
@@ -104,6 +114,9 @@ func describe(s *step, t *tool, c *issued) string {
 	if failed(c.result) {
 		return failure(t, c.result)
 	}
+	if strings.TrimSpace(c.result) == "" {
+		return fmt.Sprintf("%s returned nothing.", t.display())
+	}
 	var args map[string]any
 	_ = json.Unmarshal([]byte(c.args), &args)
 	text := ""
@@ -113,12 +126,18 @@ func describe(s *step, t *tool, c *issued) string {
 	switch {
 	case t.intents[intentStore]:
 		if id, ok := idInResult(c.result); ok {
-			return fmt.Sprintf("I stored that note (id %s).", id)
+			return fmt.Sprintf("I stored that %s (id %s).", object(t), id)
 		}
-		return "I stored that note."
-	case t.intents[intentSearch] || t.intents[intentList]:
+		return fmt.Sprintf("I stored that %s.", object(t))
+	case t.intents[intentList] && !t.intents[intentSearch]:
+		items, empty := items(c.result)
+		if empty {
+			return fmt.Sprintf("There are no %ss.", object(t))
+		}
+		return sentence(fmt.Sprintf("Recent %ss: %s", object(t), strings.Join(items, "; ")))
+	case t.intents[intentSearch]:
 		subject := topicPhrase(text)
-		if t.intents[intentList] && !t.intents[intentSearch] || subject == "" {
+		if subject == "" {
 			subject = "that"
 		}
 		items, empty := items(c.result)
@@ -128,12 +147,16 @@ func describe(s *step, t *tool, c *issued) string {
 		return fmt.Sprintf("Here is what I know about %s: %s", subject, sentence(strings.Join(items, "; ")))
 	case t.intents[intentDelete]:
 		if id, ok := args["id"]; ok {
-			return fmt.Sprintf("I deleted note %v.", id)
+			return fmt.Sprintf("I deleted %s %v.", object(t), id)
 		}
 		return sentence("Deleted: " + summarize(c.result))
 	case t.intents[intentGet]:
 		items, _ := items(c.result)
-		return sentence(fmt.Sprintf("%s: %s", noteLabel(args), strings.Join(items, "; ")))
+		label := "The " + object(t)
+		if id, ok := args["id"]; ok {
+			label = fmt.Sprintf("%s %v", capitalize(object(t)), id)
+		}
+		return sentence(fmt.Sprintf("%s: %s", label, strings.Join(items, "; ")))
 	case (t.intents[intentCalculate] || t.intents[intentConvert]) && strings.Contains(c.result, " = "),
 		t.intents[intentDate] && strings.Contains(c.result, " "):
 		// The tool wrote a sentence ("5 km = 3.10686 mi"): it is the answer.
@@ -164,11 +187,24 @@ func valueKey(args map[string]any) string {
 	return "value"
 }
 
-func noteLabel(args map[string]any) string {
-	if id, ok := args["id"]; ok {
-		return fmt.Sprintf("Note %v", id)
+// object is what a tool acts on, from its name: "note" for store_note and
+// list_notes, "contact" for save_contact; "item" when the name says only
+// the verb.
+func object(t *tool) string {
+	var ws []string
+	for _, w := range splitName(t.short) {
+		verb := false
+		for _, kws := range intentKeywords {
+			verb = verb || slices.Contains(kws, stem(w))
+		}
+		if !verb {
+			ws = append(ws, strings.TrimSuffix(w, "s"))
+		}
 	}
-	return "The note"
+	if len(ws) == 0 {
+		return "item"
+	}
+	return strings.Join(ws, " ")
 }
 
 func firstString(args map[string]any, keys ...string) string {

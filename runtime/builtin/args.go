@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // This file fills a tool call's arguments from the words of its step. Each
@@ -50,9 +50,15 @@ type prior struct {
 	failed  bool
 }
 
-// errNeedsEarlierResult means the step refers to something (an id, a
-// number) that neither its text nor any earlier result provides.
-var errNeedsEarlierResult = errors.New("needs a value from an earlier result")
+// Why a step with a tool was not called; the answer quotes them after
+// "it": "it needs the id from an earlier result, and there was none".
+var (
+	// errNeedsEarlierResult means the step refers to something (an id)
+	// that neither its text nor any earlier result provides.
+	errNeedsEarlierResult = errors.New("needs a value from an earlier result, and there was none")
+	// errNoContent means a step like "remember that" says nothing to store.
+	errNoContent = errors.New("has nothing to pass after the command")
+)
 
 func nameIs(n string, names ...string) bool { return slices.Contains(names, n) }
 
@@ -149,16 +155,22 @@ func fillArgs(text string, t *tool, prior []prior) (map[string]any, error) {
 		var v any
 		switch classify(p, t) {
 		case kindText:
-			v = stripCommand(rest, t)
+			if v = stripCommand(rest, t); v == "" {
+				if p.required {
+					return nil, fmt.Errorf("%s: %w", p.name, errNoContent)
+				}
+				continue
+			}
 		case kindQuery:
-			v = topic(rest, t)
+			// If consuming "tagged work" left no subject, the tag is it.
+			v = cmpOr(topic(rest, t), topic(text, t), topicPhrase(text), strings.TrimSpace(text))
 		case kindExpr:
 			v = expression(rest, prior)
 		case kindID:
 			id, ok := findID(rest, p, prior)
 			if !ok {
 				if p.required {
-					return nil, fmt.Errorf("%s: %w (%q)", p.name, errNeedsEarlierResult, p.name)
+					return nil, fmt.Errorf("%s: %w", p.name, errNeedsEarlierResult)
 				}
 				continue
 			}
@@ -214,55 +226,6 @@ func fillArgs(text string, t *tool, prior []prior) (map[string]any, error) {
 	return args, nil
 }
 
-// Date parameters are ranked so the first date of the text goes to the
-// start: schemas often list properties alphabetically, which puts "end"
-// before "start".
-var (
-	firstDateNames  = set(`date start start_date from from_date since begin begin_date date1 a first`)
-	secondDateNames = set(`end end_date to to_date until date2 b second other other_date until_date`)
-	untilRE         = regexp.MustCompile(`(?i)\b(?:until|till|til|before)\b`)
-	sinceRE         = regexp.MustCompile(`(?i)\b(?:since|ago)\b`)
-)
-
-// assignDates maps t's date parameters to the dates in text, in order. A
-// question with one date and two date parameters counts from or to
-// "today" ("how many days until 2025-12-25"), passed as the word: the tool
-// resolves it, so the model stays independent of the clock.
-func assignDates(text string, t *tool) map[string]string {
-	var params []*param
-	for _, p := range t.params {
-		if classify(p, t) == kindDate {
-			params = append(params, p)
-		}
-	}
-	rank := func(p *param) int {
-		switch n := strings.ToLower(p.name); {
-		case firstDateNames[n]:
-			return 0
-		case secondDateNames[n]:
-			return 2
-		}
-		return 1
-	}
-	slices.SortStableFunc(params, func(a, b *param) int { return rank(a) - rank(b) })
-	dates := findDates(text)
-	if len(params) >= 2 && len(dates) == 1 {
-		switch {
-		case untilRE.MatchString(text):
-			dates = []string{"today", dates[0]}
-		case sinceRE.MatchString(text):
-			dates = []string{dates[0], "today"}
-		}
-	}
-	out := map[string]string{}
-	for i, p := range params {
-		if i < len(dates) {
-			out[p.name] = dates[i]
-		}
-	}
-	return out
-}
-
 // fallback satisfies a required parameter nothing specific filled: with the
 // step itself for strings, and for numbers with the next number in the text
 // or, failing that, the schema's default or minimum.
@@ -283,7 +246,7 @@ func fallback(text string, t *tool, p *param, used map[int]bool) any {
 		return false
 	case "array":
 		if p.itemType == "string" || p.itemType == "" {
-			return []string{stripCommand(text, t)}
+			return []string{orText(stripCommand(text, t), text)}
 		}
 		return []any{}
 	case "object":
@@ -292,168 +255,35 @@ func fallback(text string, t *tool, p *param, used map[int]bool) any {
 	if len(p.enum) > 0 {
 		return p.enum[0]
 	}
-	return stripCommand(text, t)
+	return orText(stripCommand(text, t), text)
 }
 
-func cut(s string, span [2]int) string {
-	return strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s[:span[0]]), ",;:-") + " " + s[span[1]:])
-}
+func cmpOr(ss ...string) string { return cmp.Or(ss...) }
 
-// storeCmdREs peel a storing command off its content, one layer at a time:
-// "please" / "make a note" / "that" in "please make a note that X".
-var storeCmdREs = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)^(?:remember|note(?: down)?|record|store|save|keep in mind|bear in mind|jot(?: down)?|write down|archive|log|memori[sz]e|(?:make|take|add|create|write|leave)(?: me)?(?: a| the| this)? (?:note|memo|reminder)s?)\b`),
-	regexp.MustCompile(`(?i)^\s*(?:(?:a|the|this|my) )?(?:note|memo|fact|reminder)\b`),
-	regexp.MustCompile(`(?i)^\s*(?:this|it|the following)\s*:`),
-	regexp.MustCompile(`(?i)^\s*(?:in (?:packrat|the archive|your notes|memory)\b)`),
-	regexp.MustCompile(`(?i)^\s*(?:that|saying|which says|reading|with the text|with text|:|-|,)`),
-}
-
-// stripCommand removes the leading command of a step: "remember that the
-// launch moved to Friday." gives "the launch moved to Friday". For tools
-// that do not store, only a leading command word is removed.
-func stripCommand(text string, t *tool) string {
-	s := stripFillers(text)
-	if t != nil && t.intents[intentStore] {
-		for _, re := range storeCmdREs {
-			s = strings.TrimSpace(re.ReplaceAllString(s, ""))
-		}
-	} else if ws := strings.Fields(s); len(ws) > 1 && (commandWords[strings.ToLower(ws[0])] || (t != nil && t.nameStems[stem(strings.ToLower(ws[0]))])) {
-		s = strings.Join(ws[1:], " ")
-	}
-	s = strings.TrimSpace(strings.TrimRight(s, ".!?;, "))
+func orText(s, text string) string {
 	if s == "" {
 		return strings.TrimSpace(text)
 	}
 	return s
 }
 
-// topicCueRE marks where the subject of a question begins.
-var topicCueRE = regexp.MustCompile(`(?i)\b(?:about|regarding|concerning|re:|on the subject of)\s+`)
-var topicForRE = regexp.MustCompile(`(?i)\b(?:for|on|with|mentioning|containing)\s+`)
-
-// queryNoise are words that are part of asking, not of what is asked about.
-var queryNoise = set(`note notes archive archives memory memories search searching find look lookup recall
-remember tell show list know knew say said stored saved wrote written mention mentioned info information
-details detail anything everything something stuff whatever packrat give`)
-
-// topicPhrase is the part of a search step that names its subject, as
-// written: "tell me what you know about the launch?" gives "the launch".
-func topicPhrase(text string) string {
-	s := stripFillers(text)
-	if loc := topicCueRE.FindStringIndex(s); loc != nil {
-		s = s[loc[1]:]
-	} else if loc := topicForRE.FindStringIndex(s); loc != nil && allNoise(s[:loc[0]]) {
-		s = s[loc[1]:]
-	}
-	return strings.TrimSpace(strings.TrimRight(s, ".!?;, "))
-}
-
-func allNoise(s string) bool {
-	for _, w := range words(s) {
-		if !stopwords[w] && !queryNoise[w] && !commandWords[w] {
-			return false
-		}
-	}
-	return true
-}
-
-// topic is the search query for a step: its subject without stopwords or
-// command words, original case kept ("launch", "Q3 budget"). Search tools
-// tend to require every query word to match, so fewer, meaningful words
-// find more.
-func topic(text string, t *tool) string {
-	phrase := topicPhrase(text)
-	var kept []string
-	for _, f := range strings.Fields(phrase) {
-		w := strings.Trim(f, `.,;:!?"'()[]{}“”‘’`)
-		lw := strings.ToLower(strings.ReplaceAll(w, "'", ""))
-		if w == "" || stopwords[lw] || queryNoise[lw] || commandWords[lw] || (t != nil && t.nameStems[stem(lw)]) {
-			continue
-		}
-		kept = append(kept, w)
-	}
-	if len(kept) > 0 {
-		return strings.Join(kept, " ")
-	}
-	if phrase != "" {
-		return phrase
-	}
-	return strings.TrimSpace(text)
-}
-
-// titleRE finds "titled X", "with the title X" or "title: X"; an unquoted
-// title ends at a comma or at a word that starts the content ("saying").
-var titleRE = regexp.MustCompile(`(?i)[,;]?\s*\b(?:titled|entitled|with (?:the )?title|under the title|title:)\s*(?:"([^"]+)"|“([^”]+)”|'([^']+)'|(.+?)(?:\s+(?:saying|that says|which says|reading|that|with|about|tagged)\b|\s*[,;:.!?]|$))`)
-
-func findTitle(text string) (string, [2]int, bool) {
-	m := titleRE.FindStringSubmatchIndex(text)
-	if m == nil {
-		return "", [2]int{}, false
-	}
-	for g := 1; g <= 4; g++ {
-		start, end := m[2*g], m[2*g+1]
-		if start < 0 {
-			continue
-		}
-		if g < 4 { // quoted: the span takes the closing quote too
-			_, size := utf8.DecodeRuneInString(text[end:])
-			end += size
-		}
-		return strings.TrimSpace(text[start:m[2*g+1]]), [2]int{m[0], end}, true
-	}
-	return "", [2]int{}, false
-}
-
-// tagsRE finds a closing "tagged a, b and c" clause. It must end the step,
-// and findTags refuses lists with stopwords, so "Bob tagged the release"
-// stays content.
-var tagsRE = regexp.MustCompile(`(?i)[,;]?\s*\b(?:tagged(?: as| with)?|with (?:the )?tags?|tags?:|labell?ed(?: as| with)?|with (?:the )?labels?|under (?:the )?tags?)\s+((?:#?[\w-]+)(?:\s*(?:,|and|&|\s)\s*#?[\w-]+){0,7})\s*[.!?]?\s*$`)
-
-func findTags(text string) ([]string, [2]int, bool) {
-	m := tagsRE.FindStringSubmatchIndex(text)
-	if m == nil {
-		return nil, [2]int{}, false
-	}
-	var tags []string
-	for _, w := range strings.FieldsFunc(text[m[2]:m[3]], func(r rune) bool { return r == ',' || r == '&' || r == ' ' }) {
-		w = strings.ToLower(strings.TrimPrefix(w, "#"))
-		switch {
-		case w == "" || w == "and":
-		case stopwords[w]:
-			return nil, [2]int{}, false
-		default:
-			tags = append(tags, w)
-		}
-	}
-	if len(tags) == 0 {
-		return nil, [2]int{}, false
-	}
-	return tags, [2]int{m[0], m[1]}, true
-}
-
 var numberRE = regexp.MustCompile(`-?\d+(?:,\d{3})*(?:\.\d+)?`)
 
-// nextNumber returns the first number in text not used by an earlier
-// parameter, thousands separators removed.
+// nextNumber returns the first number in text, outside dates, not used by
+// an earlier parameter, thousands separators removed.
 func nextNumber(text string, used map[int]bool) (string, bool) {
+	dates := dateRE.FindAllStringIndex(text, -1)
 	for _, loc := range numberRE.FindAllStringIndex(text, -1) {
-		if used[loc[0]] || inDate(text, loc[0]) {
+		for len(dates) > 0 && dates[0][1] <= loc[0] {
+			dates = dates[1:]
+		}
+		if used[loc[0]] || len(dates) > 0 && loc[0] >= dates[0][0] {
 			continue
 		}
 		used[loc[0]] = true
 		return strings.ReplaceAll(text[loc[0]:loc[1]], ",", ""), true
 	}
 	return "", false
-}
-
-func inDate(text string, i int) bool {
-	for _, d := range dateRE.FindAllStringIndex(text, -1) {
-		if i >= d[0] && i < d[1] {
-			return true
-		}
-	}
-	return false
 }
 
 // number renders a number found in text as the parameter's type: a JSON
@@ -472,7 +302,7 @@ func number(lit string, p *param) any {
 	return lit
 }
 
-var limitRE = regexp.MustCompile(`(?i)\b(?:top|first|last|latest|newest|limit(?: it)?(?: to| of)?|at most|up to|no more than|max(?:imum)?(?: of)?)\s+(\d+)\b|\b(\d+)\s+(?:results?|notes?|items?|entries|matches|hits)\b`)
+var limitRE = regexp.MustCompile(`(?i)\b(?:top|first|last|latest|newest|limit(?: it)?(?: to| of)?|at most|up to|no more than|max(?:imum)?(?: of)?)\s+(\d+)\b|\b(\d+)\s+(?:(?:latest|newest|recent|most recent|last|first)\s+)?(?:results?|notes?|items?|entries|matches|hits)\b`)
 
 func findLimit(text string) (string, bool) {
 	m := limitRE.FindStringSubmatch(text)

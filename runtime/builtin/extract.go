@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -54,10 +55,25 @@ var mathVerbs = []struct {
 	{regexp.MustCompile(`(?i)\bsubtract\s+` + operand + `\s+from\s+` + operand), "$2 - $1"},
 	{regexp.MustCompile(`(?i)\bmultiply\s+` + operand + `\s+(?:by|with)\s+` + operand), "$1 * $2"},
 	{regexp.MustCompile(`(?i)\bdivide\s+` + operand + `\s+by\s+` + operand), "$1 / $2"},
-	{regexp.MustCompile(`(?i)\b(?:the )?sum of\s+` + operand + `\s+and\s+` + operand), "$1 + $2"},
-	{regexp.MustCompile(`(?i)\b(?:the )?product of\s+` + operand + `\s+and\s+` + operand), "$1 * $2"},
 	{regexp.MustCompile(`(?i)\bdouble\s+` + operand), "$1 * 2"},
 	{regexp.MustCompile(`(?i)\b(?:halve|half of)\s+` + operand), "$1 / 2"},
+}
+
+// aggregateRE finds "the sum of 3, 5 and 10", "the average of 2 and 4".
+var aggregateRE = regexp.MustCompile(`(?i)\b(sum|total|product|average|mean) of\s+(` + operand + `(?:\s*,\s*` + operand + `)*(?:\s*,?\s*and\s+` + operand + `)?)`)
+
+var listSepRE = regexp.MustCompile(`\s*(?:,\s*and|,|and)\s+|\s*,\s*`)
+
+func aggregate(m string) string {
+	sub := aggregateRE.FindStringSubmatch(m)
+	ops := listSepRE.Split(strings.TrimSpace(sub[2]), -1)
+	switch strings.ToLower(sub[1]) {
+	case "product":
+		return strings.Join(ops, " * ")
+	case "average", "mean":
+		return fmt.Sprintf("(%s) / %d", strings.Join(ops, " + "), len(ops))
+	}
+	return strings.Join(ops, " + ")
 }
 
 // resultRefRE finds a reference to the previous result inside arithmetic.
@@ -72,7 +88,10 @@ var mathFuncs = set(`sqrt abs sin cos tan log ln exp floor ceil round min max po
 func expression(text string, prior []prior) string {
 	s := stripFillers(text)
 	if n, ok := lastNumber(prior); ok && resultRefRE.MatchString(s) {
-		s = resultRefRE.ReplaceAllString(s, "("+n+")")
+		if strings.HasPrefix(n, "-") {
+			n = "(" + n + ")" // "2^that" must not become "2^-3"
+		}
+		s = resultRefRE.ReplaceAllString(s, n)
 	}
 	for i, re := range mathWordREs {
 		s = re.ReplaceAllString(s, mathWords[i].with)
@@ -80,11 +99,12 @@ func expression(text string, prior []prior) string {
 	for _, v := range mathVerbs {
 		s = v.re.ReplaceAllString(s, v.with)
 	}
+	s = aggregateRE.ReplaceAllStringFunc(s, aggregate)
 	s = thousandsRE.ReplaceAllString(s, "$1$2")
 	if e := longestMathRun(s); e != "" {
 		return e
 	}
-	return stripCommand(text, nil)
+	return orText(stripCommand(text, nil), text)
 }
 
 // longestMathRun returns the longest stretch of s made of numbers,
@@ -241,15 +261,16 @@ func findConversion(text string) (conversion, bool) {
 	return conversion{}, false
 }
 
+// unit tidies a unit as written: "degrees Fahrenheit" → "fahrenheit",
+// "Miles" → "miles". Symbols keep their case, which can matter ("Mb" is
+// not "MB").
 func unit(u string) string {
-	u = strings.TrimSpace(u)
-	if u != "°" {
-		u = degreesRE.ReplaceAllString(u, "")
-	}
-	if len(u) > 2 || !strings.HasPrefix(u, "°") {
+	u = strings.Join(strings.Fields(degreesRE.ReplaceAllString(strings.TrimSpace(u), "")), " ")
+	r := []rune(u)
+	if len(r) > 3 && strings.ToLower(string(r[1:])) == string(r[1:]) {
 		u = strings.ToLower(u)
 	}
-	return strings.Join(strings.Fields(u), " ")
+	return u
 }
 
 const monthPat = `(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)`
@@ -303,4 +324,53 @@ func findDays(text string) (string, bool) {
 		return strconv.Itoa(n * 7), true
 	}
 	return m[1], true
+}
+
+// Date parameters are ranked so the first date of the text goes to the
+// start: schemas often list properties alphabetically, which puts "end"
+// before "start".
+var (
+	firstDateNames  = set(`date start start_date from from_date since begin begin_date date1 a first`)
+	secondDateNames = set(`end end_date to to_date until date2 b second other other_date until_date`)
+	untilRE         = regexp.MustCompile(`(?i)\b(?:until|till|til)\b`)
+	sinceRE         = regexp.MustCompile(`(?i)\b(?:since|ago)\b`)
+)
+
+// assignDates maps t's date parameters to the dates in text, in order. A
+// question with one date and two date parameters counts from or to
+// "today" ("how many days until 2025-12-25"), passed as the word: the tool
+// resolves it, so the model stays independent of the clock.
+func assignDates(text string, t *tool) map[string]string {
+	var params []*param
+	for _, p := range t.params {
+		if classify(p, t) == kindDate {
+			params = append(params, p)
+		}
+	}
+	rank := func(p *param) int {
+		switch n := strings.ToLower(p.name); {
+		case firstDateNames[n]:
+			return 0
+		case secondDateNames[n]:
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(params, func(a, b *param) int { return rank(a) - rank(b) })
+	dates := findDates(text)
+	if len(params) >= 2 && len(dates) == 1 {
+		switch {
+		case untilRE.MatchString(text):
+			dates = []string{"today", dates[0]}
+		case sinceRE.MatchString(text):
+			dates = []string{dates[0], "today"}
+		}
+	}
+	out := map[string]string{}
+	for i, p := range params {
+		if i < len(dates) {
+			out[p.name] = dates[i]
+		}
+	}
+	return out
 }

@@ -109,7 +109,7 @@ func chatCompletions(w http.ResponseWriter, r *http.Request) {
 	resp := chatResponse{
 		ID:                "chatcmpl-builtin-" + hash[:24],
 		Object:            "chat.completion",
-		Created:           0, // fixed: equal requests get byte-identical responses
+		Created:           0,         // fixed: equal requests get byte-identical responses
 		Model:             ModelName, // whatever was asked for, this is who answers
 		SystemFingerprint: fingerprint,
 	}

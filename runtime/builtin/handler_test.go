@@ -221,14 +221,14 @@ func TestToolFailureIsReported(t *testing.T) {
 func TestDependentStepUsesEarlierResult(t *testing.T) {
 	tools := openaiTools(t, abacusSchemas)
 	results := map[string]string{
-		`{"expression":"12 * 7"}`:   "12 * 7 = 84",
-		`{"expression":"(84) * 2"}`: "(84) * 2 = 168",
+		`{"expression":"12 * 7"}`: "12 * 7 = 84",
+		`{"expression":"84 * 2"}`: "84 * 2 = 168",
 	}
 	got := runTurn(t, newClient(t), "what is 12 times 7, then multiply that by 2", tools, func(_, args string) string { return results[args] })
 	want := []round{
 		{calls: []call{{"abacus__calculate", `{"expression":"12 * 7"}`}}},
-		{calls: []call{{"abacus__calculate", `{"expression":"(84) * 2"}`}}},
-		{text: "12 * 7 = 84. (84) * 2 = 168."},
+		{calls: []call{{"abacus__calculate", `{"expression":"84 * 2"}`}}},
+		{text: "12 * 7 = 84. 84 * 2 = 168."},
 	}
 	if !reflect.DeepEqual(want, got) {
 		t.Errorf("turn:\n got %+v\nwant %+v", got, want)
@@ -240,7 +240,7 @@ func TestStepNeedingMissingIDIsSkipped(t *testing.T) {
 	got := runTurn(t, newClient(t), "search my notes for the budget, then delete it", tools, (&archive{}).run)
 	want := []round{
 		{calls: []call{{"packrat__search_notes", `{"query":"budget"}`}}},
-		{text: `I found nothing about the budget. I did not call packrat.delete_note for "delete it": it needs a value from an earlier result, and there was none.`},
+		{text: `I found nothing about the budget. I did not call packrat.delete_note for "delete it": it needs the id from an earlier result, and there was none.`},
 	}
 	if !reflect.DeepEqual(want, got) {
 		t.Errorf("turn:\n got %+v\nwant %+v", got, want)
@@ -258,10 +258,15 @@ func TestNoTools(t *testing.T) {
 func TestNoToolFits(t *testing.T) {
 	got := runTurn(t, newClient(t), "Hello! What's the capital of France?", openaiTools(t, abacusSchemas), nil)
 	text := got[0].text
-	for _, want := range []string{`None of my tools fits "What's the capital of France".`, "builtin offline model", "abacus.calculate"} {
+	for _, want := range []string{`I could not match "Hello! What's the capital of France"`, "builtin offline model", "abacus.calculate"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("answer %q does not contain %q", text, want)
 		}
+	}
+
+	got = runTurn(t, newClient(t), "Remember that the demo is at noon. What's the capital of France?", openaiTools(t, packratSchemas), (&archive{}).run)
+	if want := `I stored that note (id 1). None of my tools fits "What's the capital of France".`; got[len(got)-1].text != want {
+		t.Errorf("answer %q, want %q", got[len(got)-1].text, want)
 	}
 }
 

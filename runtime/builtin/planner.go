@@ -37,7 +37,7 @@ const scoreThreshold = 3.0
 // separatorRE finds where one step ends and the next begins. Alternatives
 // that start at the same place are tried in order, so ", and then" is one
 // separator, not ", and" followed by "then".
-var separatorRE = regexp.MustCompile(`(?i)\s*[.!?]+\s+|\s*;\s*|\s*\n+\s*|,?\s+and\s+then\s+|,?\s+then\s+|,\s*(?:and\s+)?(?:after that|afterwards|next|finally|also)\s*,?\s+|,\s*and\s+|\s+and\s+(?:also\s+)?`)
+var separatorRE = regexp.MustCompile(`(?i)(?:\s*[.!?]+\s+|\s*;\s*|\s*\n+\s*)(?:(?:and\s+)?then\b,?\s*)?|,?\s+and\s+then\s+|,?\s+then\s+|,\s*(?:and\s+)?(?:after that|afterwards|next|finally|also)\s*,?\s+|,\s*and\s+|\s+and\s+(?:also\s+)?`)
 
 type piece struct {
 	text string
@@ -55,7 +55,7 @@ func splitTask(task string) []piece {
 		out = append(out, piece{text: task[prev:loc[0]], sep: sep, raw: raw})
 		raw = task[loc[0]:loc[1]]
 		sep = sepStrong
-		if m := strings.ToLower(strings.TrimSpace(raw)); strings.HasPrefix(m, "and") {
+		if m := strings.Join(strings.Fields(strings.ToLower(raw)), " "); m == "and" || m == "and also" {
 			sep = sepAnd
 		}
 		prev = loc[1]
@@ -185,10 +185,13 @@ func assignBatches(steps []step, parallel bool) {
 		s := &steps[i]
 		if s.tool == nil {
 			s.batch = -1
+			cur = cur[:0]
 			continue
 		}
-		join := parallel && len(cur) > 0 && s.sep == sepAnd && cur[len(cur)-1] == prevWithTool(steps, i) &&
-			steps[i-1].tool != nil && !refRE.MatchString(stripCommand(s.text, s.tool))
+		// cur is non-empty only while the steps before this one all have
+		// tools, so steps[i-1] is cur's last.
+		join := parallel && len(cur) > 0 && s.sep == sepAnd && steps[i-1].tool != nil &&
+			!refRE.MatchString(stripCommand(s.text, s.tool))
 		for _, c := range cur {
 			if join && c.tool.agent == s.tool.agent && (c.tool.mutates || s.tool.mutates) {
 				join = false
@@ -201,13 +204,4 @@ func assignBatches(steps []step, parallel bool) {
 		s.batch = batch
 		cur = append(cur, s)
 	}
-}
-
-func prevWithTool(steps []step, i int) *step {
-	for j := i - 1; j >= 0; j-- {
-		if steps[j].tool != nil {
-			return &steps[j]
-		}
-	}
-	return nil
 }

@@ -128,7 +128,7 @@ type intentRule struct {
 	re     *regexp.Regexp
 }
 
-var arithmeticRE = regexp.MustCompile(`\d\s*(?:[-+*/^×÷%]|\bx\b|\bplus\b|\bminus\b|\btimes\b|\bdivided\b|\bmultiplied\b|\bover\b)\s*[-\d(.]|\b(?:sqrt|square root)\b`)
+var arithmeticRE = regexp.MustCompile(`(?i)\d\s*(?:[-+*/^×÷%]|\bx\b|\bplus\b|\bminus\b|\btimes\b|\bdivided\b|\bmultiplied\b|\bover\b)\s*[-\d(.]|\d\s*(?:%|percent)\s+of\s+\d|\b(?:sqrt|square root)\b`)
 
 var intentRules = []intentRule{
 	{intentDate, regexp.MustCompile(`(?i)\b(?:how many days|days? (?:between|until|till|since|from|after|before|ago)|weekday|day of (?:the )?week|what day|which day|add \d+ (?:days?|weeks?)|subtract \d+ (?:days?|weeks?)|\d+ (?:days?|weeks?) (?:after|before|from|later|earlier|ago)|date math|dates?\b)`)},
@@ -143,7 +143,7 @@ var intentRules = []intentRule{
 
 // questionCalcRE is "what is 12*(3+4)": a question that is arithmetic only
 // because of what follows it, so it is checked together with arithmeticRE.
-var questionCalcRE = regexp.MustCompile(`(?i)^(?:what(?:s| is| are)|how much(?: is| are)?|whats)\b`)
+var questionCalcRE = regexp.MustCompile(`(?i)^(?:what(?:'s|’s|s| is| are)|how much(?: is| are)?)(?:\s|$)`)
 
 // intentKeywords are the stems that, in a tool's name or description, mean
 // the tool serves the intent.
@@ -162,13 +162,20 @@ var intentKeywords = map[intent][]string{
 // is the step's leading command.
 func detectIntents(step string) map[intent]bool {
 	core := stripFillers(step)
+	// A question opening ("what is", "how much is") does not push the
+	// command out of the lead: "what is 5 km in miles" leads with convert.
+	q := 0
+	if loc := questionCalcRE.FindStringIndex(core); loc != nil {
+		q = loc[1]
+	}
 	out := map[intent]bool{}
 	for _, r := range intentRules {
 		loc := r.re.FindStringIndex(core)
 		if loc == nil {
 			continue
 		}
-		out[r.intent] = out[r.intent] || leadingAt(core, loc[0])
+		lead := leadingAt(core, loc[0]) || loc[0] >= q && leadingAt(core[q:], loc[0]-q)
+		out[r.intent] = out[r.intent] || lead
 	}
 	if questionCalcRE.MatchString(core) && arithmeticRE.MatchString(core) {
 		out[intentCalculate] = true
@@ -190,7 +197,7 @@ func leadingAt(s string, i int) bool {
 // starts with anything else is content ("Alice and Bob").
 var commandWords = set(`remember save store note record keep jot write archive log memorize memorise search
 find look lookup recall tell show list give get fetch read retrieve open display delete remove forget erase
-discard drop calculate calc compute evaluate eval work figure convert what whats how when which who where
+discard drop calculate calc compute evaluate eval convert what whats how when which who where
 is are do does did can could would will multiply divide subtract add sum double halve count check
 determine make take create set update`)
 
