@@ -33,7 +33,9 @@
 // miles"; dates and day counts by pattern; enums → the value the step
 // names; id → "note 3", "#3", or the id in an earlier result; title and
 // tags → "titled ...", "tagged ...". Optional parameters the step does not
-// mention are left out; required ones are always filled.
+// mention are left out; required ones are always filled, except that an id
+// is never guessed: a step needing one that neither its words nor an
+// earlier result give is not called, and the answer says why.
 //
 // Steps run in order, one tool call per response, the next after the
 // previous tool message arrives. Steps joined by a plain "and" go out

@@ -133,7 +133,7 @@ var arithmeticRE = regexp.MustCompile(`(?i)\d\s*(?:[-+*/^×÷%]|\bx\b|\bplus\b|\
 var intentRules = []intentRule{
 	{intentDate, regexp.MustCompile(`(?i)\b(?:how many days|days? (?:between|until|till|since|from|after|before|ago)|weekday|day of (?:the )?week|what day|which day|add \d+ (?:days?|weeks?)|subtract \d+ (?:days?|weeks?)|\d+ (?:days?|weeks?) (?:after|before|from|later|earlier|ago)|date math|dates?\b)`)},
 	{intentConvert, regexp.MustCompile(`(?i)\b(?:convert|conversion|how many [a-z°]+ (?:is|are|in)|-?\d[\d.,]*\s*°?\s*[a-z°]+(?: [a-z]+)? (?:in|to|into|as) °?[a-z]+)`)},
-	{intentCalculate, regexp.MustCompile(`(?i)\b(?:calculate|calc|compute|evaluate|eval|work out|figure out|sum of|product of|multiply|divide|subtract|add -?\d|double|halve|square root)\b`)},
+	{intentCalculate, regexp.MustCompile(`(?i)\b(?:calculate|calc|compute|evaluate|eval|work out|figure out|sum of|product of|average of|mean of|total of|multiply|divide|subtract|add -?\d|double|halve|square root)\b`)},
 	{intentDelete, regexp.MustCompile(`(?i)\b(?:delete|remove|forget|erase|discard|drop)\b`)},
 	{intentGet, regexp.MustCompile(`(?i)\b(?:(?:get|fetch|open|read|show|display)(?: me)? (?:note|the note|entry|item|record) ?#?\d*|note (?:#|number |id )?\d+)\b`)},
 	{intentList, regexp.MustCompile(`(?i)\b(?:list|(?:show|give)(?: me)? (?:all|my|the|recent|latest)(?: recent| latest)? notes|recent notes|latest notes)\b`)},
