@@ -29,7 +29,7 @@
 // without its command ("remember that X" → "X"); query → the subject
 // without stopwords ("tell me what you know about the launch" → "launch");
 // expression → the arithmetic ("what is 12*(3+4)?" → "12*(3+4)", "multiply
-// that by 2" → "(84) * 2" after a result of 84); value/from/to → "5 km to
+// that by 2" → "84 * 2" after a result of 84); value/from/to → "5 km to
 // miles"; dates and day counts by pattern; enums → the value the step
 // names; id → "note 3", "#3", or the id in an earlier result; title and
 // tags → "titled ...", "tagged ...". Optional parameters the step does not
@@ -45,6 +45,9 @@
 // tool messages after the latest user message say which steps are done.
 // When all are, the answer (finish_reason "stop") is built from the tool
 // results, failures quoted as "agent.tool failed: message".
+//
+// tool_choice ("none", "required", a named function) and
+// "parallel_tool_calls": false are honoured; "n" above 1 is refused.
 //
 // Equal requests give byte-identical responses: "created" is 0 and the
 // completion and tool-call ids derive from a hash of the request body.
