@@ -87,6 +87,12 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 	m.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, st.upstream)))
 }
 
+// sessionIdleTTL forgets a proxied session's binding after this long
+// unused: longer than the agents' own idle timeout (agent serve's default
+// --session-timeout, 30m), so the agent, not the proxy, decides when a
+// session expires, and its 404 prunes the binding.
+const sessionIdleTTL = 31 * time.Minute
+
 // upstreamKey carries the agent's address, read once with its state, to the
 // proxy's Rewrite.
 type upstreamKey struct{}
@@ -105,8 +111,9 @@ func (s *Studio) agentProxy(proc *agentProc) http.Handler {
 		Transport: s.transport,
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
-			MaxBodyBytes: s.opts.MaxBodyBytes,
-			Logger:       s.logger.With("agent", name),
+			MaxBodyBytes:   s.opts.MaxBodyBytes,
+			SessionIdleTTL: sessionIdleTTL,
+			Logger:         s.logger.With("agent", name),
 			// The token (if any) was checked by the studio for all of /api/.
 		},
 	})

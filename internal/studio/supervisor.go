@@ -35,7 +35,7 @@ const (
 	StateStarting   State = "starting"   // launched, not listening yet
 	StateRunning    State = "running"    // listening; the proxy routes to it
 	StateRestarting State = "restarting" // exited; waiting out the backoff
-	StateFailed     State = "failed"     // exited failedAfter times in a row; still retried, at the backoff cap
+	StateFailed     State = "failed"     // failed failedAfter times in a row; stays so while retried, until it runs
 	StateStopped    State = "stopped"    // the studio stopped it
 )
 
@@ -175,7 +175,12 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	cmd.WaitDelay = a.cfg.waitDelay
 
 	a.mu.Lock()
-	a.state, a.upstream, a.pid, a.lastLine = StateStarting, nil, 0, ""
+	if a.state != StateFailed {
+		// A failed agent stays failed through its retries: "starting" for
+		// a moment every few seconds would hide that it keeps failing.
+		a.state = StateStarting
+	}
+	a.upstream, a.pid, a.lastLine = nil, 0, ""
 	a.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("starting %s: %w", a.cfg.exe, err)
