@@ -58,6 +58,17 @@ func TestUp(t *testing.T) {
 	}
 	cs.Close()
 
+	// A session left open, with its standalone SSE stream (GET) held by the
+	// proxy, must not hold up the shutdown below.
+	open, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/api/agents/abacus/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if _, err := open.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+
 	// Agents' logs reach the studio's stderr, prefixed by name.
 	if !strings.Contains(p.Stderr(), "abacus  | ") || !strings.Contains(p.Stderr(), "packrat | ") {
 		t.Errorf("studio stderr does not relay the agents' logs by name:\n%s", p.Stderr())
