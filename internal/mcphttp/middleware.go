@@ -12,7 +12,10 @@
 //   - Bodies are bounded (413).
 //   - A session id is bound to the credential (Authorization header) that
 //     created it; another credential presenting it gets 404, as if the session
-//     did not exist.
+//     did not exist. So does an id this middleware never saw created, or has
+//     forgotten (DELETE, an upstream 404, the cap): nothing it forwards runs
+//     on a session it cannot vouch for, and a 404 is the spec's signal to
+//     re-initialize.
 //   - An optional bearer token (401).
 //   - A POST that is not one JSON-RPC 2.0 message gets a JSON-RPC error body,
 //     where go-sdk would answer with text/plain.
