@@ -32,6 +32,7 @@ const (
 // verdict is what the pool does with a failed request.
 type verdict struct {
 	kind       Kind
+	rpc        *jsonrpc.Error // the server's own error, for KindRPC
 	retry      bool   // provably not executed: safe to send again on a new session
 	invalidate string // non-empty: drop the session, for this reason
 }
@@ -72,15 +73,18 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 		return verdict{kind: KindTransport}
 	}
 
-	if w, ok := rpcError(err); ok {
+	// go-sdk marks transport failures with its ErrRejected sentinel, which is
+	// itself a *jsonrpc.Error (-32005). A JSON-RPC error is the server's only
+	// if the server answered this request.
+	if w, ok := rpcError(err); ok && (!ev.overHTTP || ev.status != 0) {
 		if ev.overHTTP && ev.status == http.StatusBadRequest && ev.withSession && w.Code == jsonrpc.CodeInvalidRequest {
 			// An intermediary refusing the session outright ("Session has
 			// been terminated"). The session is of no further use; whether
 			// this request reached a server is not provable, so it is not
 			// replayed.
-			return verdict{kind: KindSessionExpired, invalidate: reasonRejected}
+			return verdict{kind: KindSessionExpired, rpc: w, invalidate: reasonRejected}
 		}
-		return verdict{kind: KindRPC}
+		return verdict{kind: KindRPC, rpc: w}
 	}
 	if sessionDead {
 		return verdict{kind: KindOutcomeUnknown, invalidate: reasonBroken}

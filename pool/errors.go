@@ -109,11 +109,29 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
-// rpcError returns the JSON-RPC error inside err, if any.
+// codeRejectedByTransport is the code of go-sdk's internal ErrRejected
+// sentinel, a *jsonrpc.Error it wraps around transport failures that must
+// not break the connection. It is never a server's answer.
+const codeRejectedByTransport = -32005
+
+// rpcError returns the first JSON-RPC error in err's tree that is not go-sdk's
+// transport marker.
 func rpcError(err error) (*jsonrpc.Error, bool) {
-	var w *jsonrpc.Error
-	if errors.As(err, &w) {
+	if err == nil {
+		return nil, false
+	}
+	if w, ok := err.(*jsonrpc.Error); ok && w.Code != codeRejectedByTransport {
 		return w, true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return rpcError(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if w, ok := rpcError(e); ok {
+				return w, true
+			}
+		}
 	}
 	return nil, false
 }

@@ -32,6 +32,7 @@ type testServer struct {
 	mu        sync.Mutex // protects the fields below
 	srv       *http.Server
 	mcpSrv    *mcp.Server
+	kill      context.CancelFunc // ends the running tools of this server generation, as a process exit does
 	ln        net.Listener
 	requests  []recorded
 	intercept func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool
@@ -77,7 +78,7 @@ func (s *testServer) server(name string) *Server {
 	return &Server{Name: name, URL: s.URL(), ProtocolVersion: Protocol20251125}
 }
 
-func (s *testServer) mcpServer() *mcp.Server {
+func (s *testServer) mcpServer(life context.Context) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echo text back"}, func(ctx context.Context, req *mcp.CallToolRequest, in toolIn) (*mcp.CallToolResult, any, error) {
 		s.count(in.ID)
@@ -95,6 +96,8 @@ func (s *testServer) mcpServer() *mcp.Server {
 			s.cancelled[in.ID] = true
 			s.mu.Unlock()
 			return nil, nil, ctx.Err()
+		case <-life.Done():
+			return nil, nil, life.Err()
 		}
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "fail", Description: "return a JSON-RPC error"}, func(ctx context.Context, req *mcp.CallToolRequest, in toolIn) (*mcp.CallToolResult, any, error) {
@@ -164,7 +167,8 @@ func (s *testServer) recorded() []recorded {
 }
 
 func (s *testServer) serve(ln net.Listener) {
-	mcpSrv := s.mcpServer()
+	life, kill := context.WithCancel(context.Background())
+	mcpSrv := s.mcpServer(life)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, &mcp.StreamableHTTPOptions{Stateless: s.stateless})
 	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var info rpcInfo
@@ -195,7 +199,7 @@ func (s *testServer) serve(ln net.Listener) {
 	})
 	srv := &http.Server{Handler: wrapped}
 	s.mu.Lock()
-	s.srv, s.ln, s.mcpSrv = srv, ln, mcpSrv
+	s.srv, s.ln, s.mcpSrv, s.kill = srv, ln, mcpSrv, kill
 	s.mu.Unlock()
 	go srv.Serve(ln)
 }
@@ -224,11 +228,14 @@ func (s *testServer) restart() {
 // stop closes the server and every connection to it.
 func (s *testServer) stop() {
 	s.mu.Lock()
-	srv, mcpSrv := s.srv, s.mcpSrv
-	s.srv, s.mcpSrv = nil, nil
+	srv, mcpSrv, kill := s.srv, s.mcpSrv, s.kill
+	s.srv, s.mcpSrv, s.kill = nil, nil, nil
 	s.mu.Unlock()
 	if srv != nil {
 		srv.Close()
+	}
+	if kill != nil {
+		kill()
 	}
 	if mcpSrv != nil {
 		// A process that exits takes its sessions with it.

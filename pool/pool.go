@@ -70,6 +70,7 @@ type Pool struct {
 	eras      map[key]string        // negotiated protocol version per key, pinned on re-dial
 	sems      map[key]chan struct{} // per-key concurrency caps
 	cleanerOn bool                  // the idle cleaner runs
+	lingering []*time.Timer         // progress tokens of finished calls, see forgetProgress
 	closeNow  chan struct{}         // closed by Close; stops the cleaner
 	counters  counters              //
 }
@@ -129,7 +130,7 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 	}
 	params = p.withProgressToken(ctx, params)
 	if tok := params.GetProgressToken(); tok != nil {
-		defer p.progress.Delete(fmt.Sprint(tok))
+		defer p.forgetProgress(tok)
 	}
 	var res *mcp.CallToolResult
 	err := p.do(ctx, srv, "tools/call", params.Name, func(ctx context.Context, e *entry) error {
@@ -222,8 +223,8 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			continue
 		}
 		pe := &Error{Kind: v.kind, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
-		if w, ok := rpcError(err); ok {
-			pe.Code, pe.Message = w.Code, w.Message
+		if v.rpc != nil {
+			pe.Code, pe.Message = v.rpc.Code, v.rpc.Message
 		}
 		return pe
 	}
@@ -509,6 +510,10 @@ func (p *Pool) Close() error {
 	}
 	p.closed = true
 	close(p.closeNow)
+	for _, t := range p.lingering {
+		t.Stop()
+	}
+	p.lingering = nil
 	var now []*entry
 	for k, e := range p.entries {
 		delete(p.entries, k)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,6 +37,28 @@ func (p *Pool) withProgressToken(ctx context.Context, params *mcp.CallToolParams
 	c.Meta["progressToken"] = tok
 	p.progress.Store(tok, fn)
 	return &c
+}
+
+// progressLinger is how long a finished call's progress token keeps
+// routing. go-sdk dispatches notifications asynchronously, so ones the server
+// sent before its response can be handled after the call has returned.
+const progressLinger = 2 * time.Second
+
+// forgetProgress stops routing tok's notifications after progressLinger.
+func (p *Pool) forgetProgress(tok any) {
+	key := fmt.Sprint(tok)
+	t := time.AfterFunc(progressLinger, func() { p.progress.Delete(key) })
+	p.mu.Lock()
+	if p.closed {
+		t.Stop()
+		p.progress.Delete(key)
+	} else {
+		p.lingering = append(p.lingering, t)
+		if len(p.lingering) > 1024 {
+			p.lingering = slices.DeleteFunc(p.lingering, func(t *time.Timer) bool { return !t.Stop() })
+		}
+	}
+	p.mu.Unlock()
 }
 
 func (p *Pool) routeProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
