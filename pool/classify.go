@@ -33,8 +33,8 @@ const (
 type verdict struct {
 	kind       Kind
 	rpc        *jsonrpc.Error // the server's own error, for KindRPC
-	retry      bool   // provably not executed: safe to send again on a new session
-	invalidate string // non-empty: drop the session, for this reason
+	retry      bool           // provably not executed: safe to send again on a new session
+	invalidate string         // non-empty: drop the session, for this reason
 }
 
 // classify decides, from the error and the request's own evidence, what a

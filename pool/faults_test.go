@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 )
 
 // A call in flight keeps its session while a sibling call finds the session
@@ -29,16 +30,16 @@ func TestInFlightCallKeepsItsSessionWhenSiblingInvalidates(t *testing.T) {
 
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
 
 	// The sibling's request is refused as an expired session by a proxy
 	// answering 404 with a JSON-RPC body: go-sdk keeps the session, so the
 	// in-flight call goes on.
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if rpc.CallID == "sibling" && r.Header.Get("Mcp-Session-Id") != "" && !siblingDone.Load() {
 			siblingDone.Store(true)
-			answer404WithRPCBody(w, rpc.ID)
+			mcptest.Answer404WithRPCBody(w, rpc.ID)
 			return true
 		}
 		return false
@@ -51,7 +52,7 @@ func TestInFlightCallKeepsItsSessionWhenSiblingInvalidates(t *testing.T) {
 		res, err = call(context.Background(), p, srv, "block", "inflight")
 		inflight <- err
 	}()
-	ts.waitEntered("inflight")
+	ts.WaitEntered("inflight")
 
 	mustCall(t, p, srv, "echo", "sibling")
 	st := p.Stats()
@@ -59,7 +60,7 @@ func TestInFlightCallKeepsItsSessionWhenSiblingInvalidates(t *testing.T) {
 		t.Fatalf("after the sibling's recovery the old session must still be open for the in-flight call: %+v", st)
 	}
 
-	ts.open("inflight")
+	ts.Open("inflight")
 	if err := <-inflight; err != nil {
 		t.Fatalf("in-flight call: %v", err)
 	}
@@ -74,8 +75,8 @@ func TestInFlightCallKeepsItsSessionWhenSiblingInvalidates(t *testing.T) {
 			t.Fatalf("a session was closed with %d calls in flight", n)
 		}
 	}
-	if ts.executions("inflight") != 1 || ts.executions("sibling") != 1 {
-		t.Fatalf("executions: inflight %d sibling %d", ts.executions("inflight"), ts.executions("sibling"))
+	if ts.Executions("inflight") != 1 || ts.Executions("sibling") != 1 {
+		t.Fatalf("executions: inflight %d sibling %d", ts.Executions("inflight"), ts.Executions("sibling"))
 	}
 }
 
@@ -87,9 +88,9 @@ func TestInFlightCallKeepsItsSessionWhenSiblingInvalidates(t *testing.T) {
 func TestInFlightCallRetiredBySiblingsExpiryIsOutcomeUnknown(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if rpc.CallID == "sibling" && r.Header.Get("Mcp-Session-Id") != "" && !siblingDone.Load() {
 			siblingDone.Store(true)
 			http.Error(w, "session not found", http.StatusNotFound)
@@ -105,20 +106,20 @@ func TestInFlightCallRetiredBySiblingsExpiryIsOutcomeUnknown(t *testing.T) {
 		_, err := call(context.Background(), p, srv, "block", "inflight")
 		inflight <- err
 	}()
-	ts.waitEntered("inflight")
+	ts.WaitEntered("inflight")
 	mustCall(t, p, srv, "echo", "sibling")
 
 	// go-sdk's server sends a tool's response headers with its first event,
 	// so the in-flight POST is answered (200) only when the tool returns; by
 	// then go-sdk has failed the session and retires the call with the
 	// sibling's ErrSessionMissing.
-	ts.open("inflight")
+	ts.Open("inflight")
 	err := <-inflight
 	pe := asPoolError(t, err)
 	if pe.Kind != KindOutcomeUnknown || pe.Retried || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("in-flight call: want outcome unknown without retry, got %v", err)
 	}
-	if n := ts.executions("inflight"); n != 1 {
+	if n := ts.Executions("inflight"); n != 1 {
 		t.Fatalf("in-flight tool executions = %d, want 1", n)
 	}
 }
@@ -128,20 +129,20 @@ func TestInFlightCallRetiredBySiblingsExpiryIsOutcomeUnknown(t *testing.T) {
 func TestSlowCloseDoesNotBlockCallers(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{CloseTimeout: time.Minute})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
 
 	deleteArrived := make(chan struct{})
 	releaseDelete := make(chan struct{})
 	var once sync.Once
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if r.Method == http.MethodDelete {
 			once.Do(func() { close(deleteArrived) })
 			<-releaseDelete
 			return false
 		}
 		if rpc.CallID == "expire" {
-			answer404WithRPCBody(w, rpc.ID) // invalidates the session; go-sdk keeps it, so Close sends DELETE
+			mcptest.Answer404WithRPCBody(w, rpc.ID) // invalidates the session; go-sdk keeps it, so Close sends DELETE
 			return true
 		}
 		return false
@@ -176,11 +177,11 @@ func TestSlowCloseDoesNotBlockCallers(t *testing.T) {
 func TestCloseTimeoutAbortsAStuckClose(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{CloseTimeout: 50 * time.Millisecond})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if r.Method == http.MethodDelete {
 			select {
 			case <-hold:
@@ -205,12 +206,12 @@ func TestCloseTimeoutAbortsAStuckClose(t *testing.T) {
 func TestListPathRecoversAndKeepsErrorType(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{ToolsTTL: -1})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	tools, err := p.ListTools(context.Background(), srv)
 	if err != nil || len(tools) != 3 {
 		t.Fatalf("ListTools = %d tools, %v", len(tools), err)
 	}
-	ts.restart()
+	ts.Restart()
 	tools, err = p.ListTools(context.Background(), srv)
 	if err != nil || len(tools) != 3 {
 		t.Fatalf("ListTools after restart = %d tools, %v", len(tools), err)
@@ -219,7 +220,7 @@ func TestListPathRecoversAndKeepsErrorType(t *testing.T) {
 		t.Fatalf("stats: %+v", st)
 	}
 
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if rpc.Method == "tools/list" && r.Header.Get("Mcp-Session-Id") != "" {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return true
@@ -236,14 +237,14 @@ func TestListPathRecoversAndKeepsErrorType(t *testing.T) {
 func TestToolListCache(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{ToolsTTL: time.Hour})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	for range 3 {
 		if _, err := p.ListTools(context.Background(), srv); err != nil {
 			t.Fatal(err)
 		}
 	}
 	lists := 0
-	for _, r := range ts.recorded() {
+	for _, r := range ts.Recorded() {
 		if r.RPC == "tools/list" {
 			lists++
 		}
@@ -252,10 +253,8 @@ func TestToolListCache(t *testing.T) {
 		t.Fatalf("tools/list sent %d times, want 1 (cached)", lists)
 	}
 	// A new tool: the server notifies, the cache is dropped.
-	ts.mu.Lock()
-	mcpSrv := ts.mcpSrv
-	ts.mu.Unlock()
-	mcp.AddTool(mcpSrv, &mcp.Tool{Name: "added"}, func(ctx context.Context, req *mcp.CallToolRequest, in toolIn) (*mcp.CallToolResult, any, error) {
+	mcpSrv := ts.MCPServer()
+	mcp.AddTool(mcpSrv, &mcp.Tool{Name: "added"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{}, nil, nil
 	})
 	eventually(t, "the list_changed notification to drop the cache", func() bool {
@@ -269,21 +268,21 @@ func TestToolListCache(t *testing.T) {
 func TestServerDiesDuringCall(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(context.Background(), p, srv, "block", "dying")
 		errc <- err
 	}()
-	ts.waitEntered("dying")
-	ts.restart()
+	ts.WaitEntered("dying")
+	ts.Restart()
 	err := <-errc
 	pe := asPoolError(t, err)
 	if pe.Kind != KindOutcomeUnknown || pe.Retried {
 		t.Fatalf("want outcome unknown, not retried; got %v", err)
 	}
-	if n := ts.executions("dying"); n != 1 {
+	if n := ts.Executions("dying"); n != 1 {
 		t.Fatalf("executions = %d, want 1", n)
 	}
 	if st := p.Stats(); st.Retries != 0 {
@@ -298,24 +297,24 @@ func TestExpiry404WithJSONRPCBodyRecovers(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			ts := newTestServer(t, false)
 			p := newTestPool(t, nil)
-			srv := ts.server("a")
+			srv := server(ts, "a")
 			mustCall(t, p, srv, "echo", "warm")
 			var once sync.Once
-			ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+			ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 				handled := false
 				if rpc.CallID == "x" {
 					once.Do(func() {
 						if id == "null id" {
 							rpc.ID = nil
 						}
-						answer404WithRPCBody(w, rpc.ID)
+						mcptest.Answer404WithRPCBody(w, rpc.ID)
 						handled = true
 					})
 				}
 				return handled
 			})
 			mustCall(t, p, srv, "echo", "x")
-			if n := ts.executions("x"); n != 1 {
+			if n := ts.Executions("x"); n != 1 {
 				t.Fatalf("executions = %d", n)
 			}
 			if st := p.Stats(); st.Retries != 1 || st.Reinitializations != 1 {
@@ -328,7 +327,7 @@ func TestExpiry404WithJSONRPCBodyRecovers(t *testing.T) {
 func TestRPCErrorKeepsCodeAndMessage(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	_, err := call(context.Background(), p, ts.server("a"), "fail", "f")
+	_, err := call(context.Background(), p, server(ts, "a"), "fail", "f")
 	pe := asPoolError(t, err)
 	if pe.Kind != KindRPC || pe.Code != -32042 || pe.Message != "the archive is read-only" || pe.Retried {
 		t.Fatalf("got %+v", pe)
@@ -344,15 +343,15 @@ func TestRPCErrorKeepsCodeAndMessage(t *testing.T) {
 func TestInitializeNeverCarriesSessionID(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{IdleTimeout: 10 * time.Millisecond})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "1")
 	eventually(t, "idle close (DELETE)", func() bool { return p.Stats().ClosesByReason[reasonIdle] == 1 })
 	mustCall(t, p, srv, "echo", "2") // after DELETE
-	ts.restart()
+	ts.Restart()
 	mustCall(t, p, srv, "echo", "3") // after re-initialize
 
 	inits, deletes := 0, 0
-	for _, r := range ts.recorded() {
+	for _, r := range ts.Recorded() {
 		switch {
 		case r.RPC == "initialize":
 			inits++
@@ -373,7 +372,7 @@ func TestInitializeNeverCarriesSessionID(t *testing.T) {
 // that initialize. The pool refuses to send it and dials afresh.
 func TestDiscoverSessionIDDoesNotLeakIntoInitialize(t *testing.T) {
 	ts := newTestServer(t, false)
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if rpc.Method == "server/discover" {
 			w.Header().Set("Mcp-Session-Id", "leaked-from-discover")
 			w.Header().Set("Content-Type", "application/json")
@@ -385,12 +384,12 @@ func TestDiscoverSessionIDDoesNotLeakIntoInitialize(t *testing.T) {
 	p := newTestPool(t, nil)
 	srv := &Server{Name: "a", URL: ts.URL()} // era unknown: discover first
 	mustCall(t, p, srv, "echo", "1")
-	for _, r := range ts.recorded() {
+	for _, r := range ts.Recorded() {
 		if r.RPC == "initialize" && r.SessionID != "" {
 			t.Fatalf("initialize carried Mcp-Session-Id %q", r.SessionID)
 		}
 	}
-	if n := ts.executions("1"); n != 1 {
+	if n := ts.Executions("1"); n != 1 {
 		t.Fatalf("executions = %d", n)
 	}
 }
@@ -402,7 +401,7 @@ func TestStandaloneGET404ReplacesSession(t *testing.T) {
 	ts := newTestServer(t, false)
 	var mu sync.Mutex
 	gets := 0
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if r.Method != http.MethodGet {
 			return false
 		}
@@ -422,7 +421,7 @@ func TestStandaloneGET404ReplacesSession(t *testing.T) {
 		return false
 	})
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "1")
 	eventually(t, "the session to die on the GET stream's 404", func() bool {
 		return p.Stats().InvalidationsByReason[reasonDied] == 1
@@ -454,7 +453,7 @@ func TestStatelessAndNewEraThroughOnePool(t *testing.T) {
 	}
 	// A stateless server restarted between calls just works, without any
 	// session to re-initialize.
-	stateless.restart()
+	stateless.Restart()
 	mustCall(t, p, servers[1], "echo", "after-restart")
 	p.mu.Lock()
 	era := p.eras[servers[1].key()]
@@ -477,20 +476,20 @@ func TestIdleEvictionSparesCallsInFlight(t *testing.T) {
 
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{IdleTimeout: 5 * time.Millisecond})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(context.Background(), p, srv, "block", "long")
 		errc <- err
 	}()
-	ts.waitEntered("long")
+	ts.WaitEntered("long")
 	for range 10 { // ten sweeps while the call is in flight
 		<-sweeps
 	}
 	if st := p.Stats(); st.Closes != 0 || st.InUse != 1 {
 		t.Fatalf("idle sweep touched a session with a call in flight: %+v", st)
 	}
-	ts.open("long")
+	ts.Open("long")
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -500,10 +499,10 @@ func TestIdleEvictionSparesCallsInFlight(t *testing.T) {
 func TestCloseWaitsForBackgroundCloses(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{CloseTimeout: time.Minute})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "1")
 	arrived, release := make(chan struct{}), make(chan struct{})
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if r.Method == http.MethodDelete {
 			close(arrived)
 			<-release
@@ -529,42 +528,42 @@ func TestCloseWaitsForBackgroundCloses(t *testing.T) {
 func TestCancellationReachesServerAndIsNotRetried(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(ctx, p, srv, "block", "c")
 		errc <- err
 	}()
-	ts.waitEntered("c")
+	ts.WaitEntered("c")
 	cancel()
 	err := <-errc
 	if pe := asPoolError(t, err); pe.Kind != KindOutcomeUnknown || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
 	}
-	eventually(t, "the server to see the cancellation", func() bool { return ts.wasCancelled("c") })
+	eventually(t, "the server to see the cancellation", func() bool { return ts.WasCancelled("c") })
 }
 
 func TestMaxConcurrentPerServer(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{MaxConcurrentPerServer: 1})
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(context.Background(), p, srv, "block", "holder")
 		errc <- err
 	}()
-	ts.waitEntered("holder")
+	ts.WaitEntered("holder")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := call(ctx, p, srv, "echo", "waiter")
 	if pe := asPoolError(t, err); pe.Kind != KindTransport || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiter past its deadline: %v", err)
 	}
-	if ts.executions("waiter") != 0 || p.Stats().WaitCount != 1 {
+	if ts.Executions("waiter") != 0 || p.Stats().WaitCount != 1 {
 		t.Fatalf("waiter ran or was not counted: %+v", p.Stats())
 	}
-	ts.open("holder")
+	ts.Open("holder")
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -573,10 +572,8 @@ func TestMaxConcurrentPerServer(t *testing.T) {
 
 func TestProgressReachesCaller(t *testing.T) {
 	ts := newTestServer(t, false)
-	ts.mu.Lock()
-	mcpSrv := ts.mcpSrv
-	ts.mu.Unlock()
-	mcp.AddTool(mcpSrv, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, in toolIn) (*mcp.CallToolResult, any, error) {
+	mcpSrv := ts.MCPServer()
+	mcp.AddTool(mcpSrv, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
 		for i := range 3 {
 			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i + 1), Message: "step"})
 			if err != nil {
@@ -594,7 +591,7 @@ func TestProgressReachesCaller(t *testing.T) {
 		mu.Unlock()
 	})
 	params := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"id": "p"}}
-	if _, err := p.CallTool(ctx, ts.server("a"), params); err != nil {
+	if _, err := p.CallTool(ctx, server(ts, "a"), params); err != nil {
 		t.Fatal(err)
 	}
 	if params.Meta != nil {

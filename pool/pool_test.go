@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"go.uber.org/goleak"
 )
 
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) {
 func TestCallAndStats(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	res := mustCall(t, p, srv, "echo", "1")
 	if got := res.Content[0].(*mcp.TextContent).Text; got != "hello 1" {
 		t.Fatalf("echo = %q", got)
@@ -36,13 +37,13 @@ func TestCallAndStats(t *testing.T) {
 func TestRestartBetweenCalls(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "before")
-	ts.restart()
+	ts.Restart()
 	mustCall(t, p, srv, "echo", "after")
 
 	for _, id := range []string{"before", "after"} {
-		if n := ts.executions(id); n != 1 {
+		if n := ts.Executions(id); n != 1 {
 			t.Errorf("executions of %s = %d, want 1", id, n)
 		}
 	}
@@ -55,9 +56,9 @@ func TestRestartBetweenCalls(t *testing.T) {
 func TestConcurrentCallersOnForgottenSession(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
-	ts.restart()
+	ts.Restart()
 
 	const n = 64
 	var wg sync.WaitGroup
@@ -81,7 +82,7 @@ func TestConcurrentCallersOnForgottenSession(t *testing.T) {
 		}
 	}
 	for i := range n {
-		if got := ts.executions(fmt.Sprint(i)); got != 1 {
+		if got := ts.Executions(fmt.Sprint(i)); got != 1 {
 			t.Errorf("executions of call %d = %d, want exactly 1", i, got)
 		}
 	}
@@ -95,10 +96,10 @@ func TestConcurrentCallersOnForgottenSession(t *testing.T) {
 func TestSecond404AfterRecoverySurfaces(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
 	// From now on the server forgets every session as soon as it is made.
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if r.Header.Get("Mcp-Session-Id") != "" && rpc.Method == "tools/call" {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return true
@@ -110,7 +111,7 @@ func TestSecond404AfterRecoverySurfaces(t *testing.T) {
 	if pe.Kind != KindSessionExpired || !pe.Retried || !errors.Is(err, ErrSessionExpired) {
 		t.Fatalf("want a session-expired error after one retry, got %+v", pe)
 	}
-	if n := ts.executions("x"); n != 0 {
+	if n := ts.Executions("x"); n != 0 {
 		t.Fatalf("executions = %d, want 0", n)
 	}
 	if st := p.Stats(); st.Retries != 1 || st.Dials != 2 {
@@ -121,10 +122,10 @@ func TestSecond404AfterRecoverySurfaces(t *testing.T) {
 func TestFailedReinitializeSurfaces(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
-	srv := ts.server("a")
+	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "warm")
-	ts.restart()
-	ts.setIntercept(func(w http.ResponseWriter, r *http.Request, rpc rpcInfo) bool {
+	ts.Restart()
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
 		if rpc.Method == "initialize" {
 			http.Error(w, "upstream is being redeployed", http.StatusForbidden)
 			return true
@@ -143,7 +144,7 @@ func TestFailedReinitializeSurfaces(t *testing.T) {
 		t.Fatalf("stats: %+v", st)
 	}
 	// Once the server accepts sessions again, the pool recovers by itself.
-	ts.setIntercept(nil)
+	ts.SetIntercept(nil)
 	mustCall(t, p, srv, "echo", "later")
 	if st := p.Stats(); st.Reinitializations != 1 {
 		t.Fatalf("stats after recovery: %+v", st)

@@ -1,14 +1,78 @@
+// Package clientcmd is `switchboard client`: a scripting front door to the
+// pool. It reads one JSON request per line on stdin, runs the requests
+// concurrently through one pool.Pool, and writes one JSON answer per request
+// on stdout in completion order. At EOF it waits for the requests in flight,
+// closes the pool (DELETE on live sessions) and exits 0.
 package clientcmd
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 // Main runs the command with args (after its own name) and returns the exit
 // code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "not implemented yet")
-	return 2
+	fs := flag.NewFlagSet("switchboard client", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "tools/mcp.json", "mcp.json naming the servers requests may use")
+	timeout := fs.Duration("timeout", 2*time.Minute, "deadline of each request (0: none)")
+	inFlight := fs.Int("max-in-flight", 256, "requests run at once; reading stdin waits beyond this")
+	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: switchboard client [--config tools/mcp.json]
+
+Reads JSON requests, one per line, on stdin:
+  {"id":1,"server":"NAME","method":"tools/list"}
+  {"id":2,"server":"NAME","method":"tools/call","params":{"name":"TOOL","arguments":{...}}}
+  {"id":3,"method":"pool/stats"}
+and answers each with one line on stdout, in completion order:
+  {"id":1,"result":{...}}  or  {"id":1,"error":{"code":N,"message":"...","kind":"K"}}
+where K is session_expired, outcome_unknown, transport, rpc, config or input.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "switchboard client: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *inFlight < 1 {
+		fmt.Fprintf(stderr, "switchboard client: --max-in-flight must be at least 1, got %d\n", *inFlight)
+		return 2
+	}
+	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard client: --log-format: %v\n", err)
+		return 2
+	}
+	cfg, err := mcpconfig.Load(*config)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard client: %v\n", err)
+		return 1
+	}
+	p := pool.New(&pool.Options{Logger: logger})
+	c := &client{cfg: cfg, pool: p, timeout: *timeout, maxInFlight: *inFlight, out: newWriter(stdout)}
+	err = c.serve(ctx, stdin)
+	p.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard client: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,269 @@
+// Package mcptest provides a real go-sdk MCP server on a loopback port for
+// tests: it counts tool executions per call id, records every HTTP request,
+// restarts on the same address (forgetting its sessions, as a redeployed
+// server does), and lets a test answer chosen requests itself.
+package mcptest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Server is a real go-sdk MCP server on a loopback port. It counts tool
+// executions per call id, records every HTTP request it receives, can be
+// restarted on the same address (forgetting every session, as a redeployed
+// server does), and lets a test answer chosen requests itself.
+type Server struct {
+	t         testing.TB
+	addr      string
+	stateless bool
+
+	execs sync.Map // call id -> *atomic.Int64
+
+	mu        sync.Mutex // protects the fields below
+	srv       *http.Server
+	mcpSrv    *mcp.Server
+	kill      context.CancelFunc // ends the running tools of this server generation, as a process exit does
+	ln        net.Listener
+	requests  []Recorded
+	intercept func(w http.ResponseWriter, r *http.Request, rpc RPCInfo) bool
+	gates     map[string]chan struct{} // call id -> closed to let a "block" tool return
+	entered   map[string]chan struct{} // call id -> closed when a "block" tool starts
+	cancelled map[string]bool          // call id -> the tool saw its context cancelled
+}
+
+// Recorded is one HTTP request the server received.
+type Recorded struct {
+	Method    string // HTTP method
+	SessionID string
+	RPC       string // JSON-RPC method, for POSTs
+}
+
+// RPCInfo describes a POSTed JSON-RPC message.
+type RPCInfo struct {
+	Method string
+	ID     json.RawMessage
+	Tool   string // params.name for tools/call
+	CallID string // params.arguments.id for tools/call
+}
+
+// ToolIn is the input of the server's tools.
+type ToolIn struct {
+	ID   string `json:"id" jsonschema:"call id, counted by the server"`
+	Text string `json:"text,omitempty"`
+}
+
+// NewServer starts a server; stateless selects go-sdk's Stateless mode.
+func NewServer(t testing.TB, stateless bool) *Server {
+	t.Helper()
+	s := &Server{t: t, stateless: stateless, gates: map[string]chan struct{}{}, entered: map[string]chan struct{}{}, cancelled: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = ln.Addr().String()
+	s.serve(ln)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the server's MCP endpoint.
+func (s *Server) URL() string { return "http://" + s.addr + "/mcp" }
+
+func (s *Server) mcpServer(life context.Context) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echo text back"}, func(ctx context.Context, req *mcp.CallToolRequest, in ToolIn) (*mcp.CallToolResult, any, error) {
+		s.count(in.ID)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "block", Description: "wait for the test to open the gate"}, func(ctx context.Context, req *mcp.CallToolRequest, in ToolIn) (*mcp.CallToolResult, any, error) {
+		s.count(in.ID)
+		gate, entered := s.gate(in.ID)
+		close(entered)
+		select {
+		case <-gate:
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "opened " + in.ID}}}, nil, nil
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.cancelled[in.ID] = true
+			s.mu.Unlock()
+			return nil, nil, ctx.Err()
+		case <-life.Done():
+			return nil, nil, life.Err()
+		}
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "fail", Description: "return a JSON-RPC error"}, func(ctx context.Context, req *mcp.CallToolRequest, in ToolIn) (*mcp.CallToolResult, any, error) {
+		s.count(in.ID)
+		return nil, nil, &jsonrpc.Error{Code: -32042, Message: "the archive is read-only"}
+	})
+	return srv
+}
+
+func (s *Server) gate(id string) (gate, entered chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gates[id] == nil {
+		s.gates[id] = make(chan struct{})
+	}
+	if s.entered[id] == nil {
+		s.entered[id] = make(chan struct{})
+	}
+	return s.gates[id], s.entered[id]
+}
+
+// waitEntered blocks until the "block" tool with call id has started.
+func (s *Server) WaitEntered(id string) {
+	s.t.Helper()
+	_, entered := s.gate(id)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		s.t.Fatalf("tool call %s never started", id)
+	}
+}
+
+func (s *Server) Open(id string) {
+	g, _ := s.gate(id)
+	close(g)
+}
+
+func (s *Server) count(id string) {
+	v, _ := s.execs.LoadOrStore(id, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func (s *Server) Executions(id string) int64 {
+	v, ok := s.execs.Load(id)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Int64).Load()
+}
+
+func (s *Server) WasCancelled(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled[id]
+}
+
+func (s *Server) SetIntercept(f func(w http.ResponseWriter, r *http.Request, rpc RPCInfo) bool) {
+	s.mu.Lock()
+	s.intercept = f
+	s.mu.Unlock()
+}
+
+func (s *Server) Recorded() []Recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Recorded(nil), s.requests...)
+}
+
+func (s *Server) serve(ln net.Listener) {
+	life, kill := context.WithCancel(context.Background())
+	mcpSrv := s.mcpServer(life)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, &mcp.StreamableHTTPOptions{Stateless: s.stateless})
+	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var info RPCInfo
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string          `json:"method"`
+				ID     json.RawMessage `json:"id"`
+				Params struct {
+					Name      string `json:"name"`
+					Arguments struct {
+						ID string `json:"id"`
+					} `json:"arguments"`
+				} `json:"params"`
+			}
+			json.Unmarshal(body, &msg)
+			info = RPCInfo{Method: msg.Method, ID: msg.ID, Tool: msg.Params.Name, CallID: msg.Params.Arguments.ID}
+		}
+		s.mu.Lock()
+		s.requests = append(s.requests, Recorded{Method: r.Method, SessionID: r.Header.Get("Mcp-Session-Id"), RPC: info.Method})
+		intercept := s.intercept
+		s.mu.Unlock()
+		if intercept != nil && intercept(w, r, info) {
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: wrapped}
+	s.mu.Lock()
+	s.srv, s.ln, s.mcpSrv, s.kill = srv, ln, mcpSrv, kill
+	s.mu.Unlock()
+	go srv.Serve(ln)
+}
+
+// restart stops the server, dropping every connection and session, and
+// starts a new one on the same address.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	var ln net.Listener
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ln, err = net.Listen("tcp", s.addr)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the port is being released by the kernel
+	}
+	if err != nil {
+		s.t.Fatalf("listen again on %s: %v", s.addr, err)
+	}
+	s.serve(ln)
+}
+
+// stop closes the server and every connection to it.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	srv, mcpSrv, kill := s.srv, s.mcpSrv, s.kill
+	s.srv, s.mcpSrv, s.kill = nil, nil, nil
+	s.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
+	if kill != nil {
+		kill()
+	}
+	if mcpSrv != nil {
+		// A process that exits takes its sessions with it.
+		for ss := range mcpSrv.Sessions() {
+			ss.Close()
+		}
+	}
+}
+
+// Answer404WithRPCBody writes a 404 the way some servers and proxies do: a JSON-RPC
+// error body carrying the request's id.
+func Answer404WithRPCBody(w http.ResponseWriter, id json.RawMessage) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32600,"message":"Session has been terminated"}}`, id)
+}
+
+// MCPServer returns the go-sdk server of the current generation, for adding
+// tools.
+func (s *Server) MCPServer() *mcp.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mcpSrv
+}
