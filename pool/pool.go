@@ -149,7 +149,7 @@ func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) 
 	err := p.do(ctx, srv, "tools/list", "", func(ctx context.Context, e *entry) error {
 		cached, ok, ver := e.cachedTools(time.Now(), p.opts.ToolsTTL)
 		if ok {
-			tools = cached
+			tools = slices.Clone(cached) // callers may reorder or trim their list
 			return nil
 		}
 		var all []*mcp.Tool

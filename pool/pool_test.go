@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,48 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(stdioServerEnv) != "" {
+		serveStdio()
+		return
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// stdioServerEnv makes the test binary a stdio MCP server, so the pool's
+// stdio path runs against a real child process.
+const stdioServerEnv = "SWITCHBOARD_POOL_TEST_STDIO_SERVER"
+
+func serveStdio() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "stdio-test"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text + " pid " + fmt.Sprint(os.Getpid())}}}, nil, nil
+	})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func TestStdioServer(t *testing.T) {
+	p := newTestPool(t, nil)
+	srv := &Server{Name: "stdio", Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{stdioServerEnv: "1"}}
+	first := mustCall(t, p, srv, "echo", "1").Content[0].(*mcp.TextContent).Text
+	second := mustCall(t, p, srv, "echo", "2").Content[0].(*mcp.TextContent).Text
+	if !strings.HasPrefix(first, "hello 1 pid ") || strings.TrimPrefix(first, "hello 1 ") != strings.TrimPrefix(second, "hello 2 ") {
+		t.Fatalf("want two calls on one child process, got %q and %q", first, second)
+	}
+	tools, err := p.ListTools(context.Background(), srv)
+	if err != nil || len(tools) != 1 {
+		t.Fatalf("ListTools: %v %v", tools, err)
+	}
+	if st := p.Stats(); st.Dials != 1 || st.Open != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+	p.Close()
+	if st := p.Stats(); st.Open != 0 || st.Closes != 1 {
+		t.Fatalf("stats after Close: %+v", st)
+	}
 }
 
 func TestCallAndStats(t *testing.T) {
