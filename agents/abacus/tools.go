@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -70,11 +71,11 @@ func addTools(s *mcp.Server) {
 			"Supports + - * / % (remainder) ^ (power), parentheses, unary minus, pi, e, and sqrt, abs, round, floor, ceil, min, max, ln, log10, exp. " +
 			"% is the remainder, not percent: write 15% of 80 as 15/100*80. " +
 			"Errors name the character position of the problem.",
-		InputSchema: inputSchema[calculateIn](func(p map[string]*jsonschema.Schema) {
-			p["expression"].MinLength, p["expression"].MaxLength = ptr(1), ptr(maxExprRunes)
+		InputSchema: toolschema.For[calculateIn](func(p map[string]*jsonschema.Schema) {
+			p["expression"].MinLength, p["expression"].MaxLength = toolschema.Ptr(1), toolschema.Ptr(maxExprRunes)
 			p["expression"].Examples = []any{"2 + 3 * 4", "(1 + 0.05)^10 * 1000", "max(3, sqrt(17))"}
 		}),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in calculateIn) (*mcp.CallToolResult, calculateOut, error) {
 		v, err := Evaluate(in.Expression)
 		if err != nil {
@@ -90,10 +91,10 @@ func addTools(s *mcp.Server) {
 		Description: "Convert a quantity from one unit of measure to another of the same kind (unit conversion), e.g. 5 km to mi, " +
 			"100 °F to °C, 3 GiB to MB, 90 min to h. Knows " + unitList() + ". " +
 			"KB, MB, GB are decimal (1000); KiB, MiB, GiB are binary (1024). Full names and plurals work too (\"miles\", \"degrees Celsius\").",
-		InputSchema: inputSchema[convertIn](func(p map[string]*jsonschema.Schema) {
-			p["from"].MinLength, p["to"].MinLength = ptr(1), ptr(1)
+		InputSchema: toolschema.For[convertIn](func(p map[string]*jsonschema.Schema) {
+			p["from"].MinLength, p["to"].MinLength = toolschema.Ptr(1), toolschema.Ptr(1)
 		}),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in convertIn) (*mcp.CallToolResult, convertOut, error) {
 		c, err := convert(in.Value, in.From, in.To)
 		if err != nil {
@@ -112,13 +113,13 @@ func addTools(s *mcp.Server) {
 		Description: "Calendar arithmetic on dates (YYYY-MM-DD or \"today\"): add or subtract days, weeks, months or years " +
 			"(what date is 90 days after 2025-01-15?); count the days between two dates (how many days until ...?); " +
 			"or tell the day of the week of a date (what weekday is ...?).",
-		InputSchema: inputSchema[dateMathIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: toolschema.For[dateMathIn](func(p map[string]*jsonschema.Schema) {
 			p["operation"].Enum = []any{opAdd, opSubtract, opBetween, opWeekday}
 			p["unit"].Enum = []any{unitDays, unitWeeks, unitMonths, unitYears}
-			p["unit"].Default = rawJSON(unitDays)
-			p["amount"].Minimum, p["amount"].Maximum = ptr(float64(-maxDateAmount)), ptr(float64(maxDateAmount))
+			p["unit"].Default = toolschema.RawJSON(unitDays)
+			p["amount"].Minimum, p["amount"].Maximum = toolschema.Ptr(float64(-maxDateAmount)), toolschema.Ptr(float64(maxDateAmount))
 		}),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in dateMathIn) (*mcp.CallToolResult, dateMathOut, error) {
 		out, err := dateMath(in)
 		if err != nil {

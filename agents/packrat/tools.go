@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
 	"log/slog"
 	"strings"
 	"time"
@@ -61,8 +62,8 @@ type deleteNoteOut struct {
 // limitSchema bounds "limit" and gives it its default.
 func limitSchema(props map[string]*jsonschema.Schema) {
 	l := props["limit"]
-	l.Minimum, l.Maximum = ptr(1.0), ptr(float64(maxLimit))
-	l.Default = rawJSON(defaultLimit)
+	l.Minimum, l.Maximum = toolschema.Ptr(1.0), toolschema.Ptr(float64(maxLimit))
+	l.Default = toolschema.RawJSON(defaultLimit)
 }
 
 func addTools(s *mcp.Server, st *store, log *slog.Logger) {
@@ -73,14 +74,14 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 			"with an optional title and tags, so it can be found again later with search_notes. " +
 			"Returns the note's id. Notes survive restarts. " +
 			"Pass idempotency_key to make a retried call safe; without one, every call stores a new note, even a duplicate.",
-		InputSchema: inputSchema[storeNoteIn](func(p map[string]*jsonschema.Schema) {
-			p["text"].MinLength, p["text"].MaxLength = ptr(1), ptr(maxTextBytes)
-			p["title"].MaxLength = ptr(maxTitleRunes)
-			p["tags"].MaxItems = ptr(maxTags)
-			p["tags"].Items.MaxLength = ptr(maxTagRunes)
-			p["idempotency_key"].MaxLength = ptr(maxKeyRunes)
+		InputSchema: toolschema.For[storeNoteIn](func(p map[string]*jsonschema.Schema) {
+			p["text"].MinLength, p["text"].MaxLength = toolschema.Ptr(1), toolschema.Ptr(maxTextBytes)
+			p["title"].MaxLength = toolschema.Ptr(maxTitleRunes)
+			p["tags"].MaxItems = toolschema.Ptr(maxTags)
+			p["tags"].Items.MaxLength = toolschema.Ptr(maxTagRunes)
+			p["idempotency_key"].MaxLength = toolschema.Ptr(maxKeyRunes)
 		}),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: toolschema.Ptr(false), OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in storeNoteIn) (*mcp.CallToolResult, storeNoteOut, error) {
 		note, stored, err := st.put(ctx, newNote{Title: in.Title, Text: in.Text, Tags: in.Tags, IdempotencyKey: in.IdempotencyKey})
 		if errors.Is(err, errEmptyText) {
@@ -105,11 +106,11 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		Description: "Search (find, look up, recall) notes stored in packrat's archive by words they contain. " +
 			"Case-insensitive substring match; every word of the query must occur in the note's title, text or tags. " +
 			"Returns the matching notes, newest first, up to limit.",
-		InputSchema: inputSchema[searchNotesIn](func(p map[string]*jsonschema.Schema) {
-			p["query"].MinLength = ptr(1)
+		InputSchema: toolschema.For[searchNotesIn](func(p map[string]*jsonschema.Schema) {
+			p["query"].MinLength = toolschema.Ptr(1)
 			limitSchema(p)
 		}),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in searchNotesIn) (*mcp.CallToolResult, notesOut, error) {
 		terms := strings.Fields(in.Query)
 		if len(terms) == 0 {
@@ -127,8 +128,8 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		Title: "List recent notes",
 		Description: "List the most recently stored notes in packrat's archive, newest first, " +
 			"optionally only those carrying a tag. Use search_notes to find notes by their content.",
-		InputSchema: inputSchema[listNotesIn](limitSchema),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		InputSchema: toolschema.For[listNotesIn](limitSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in listNotesIn) (*mcp.CallToolResult, notesOut, error) {
 		notes, more, err := st.find(ctx, query{Tag: in.Tag, Limit: in.Limit})
 		if err != nil {
@@ -145,8 +146,8 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		Name:        "get_note",
 		Title:       "Get a note",
 		Description: "Read one note from packrat's archive by its numeric id (from store_note, search_notes or list_notes): its title, text, tags and creation time.",
-		InputSchema: inputSchema[idIn](func(p map[string]*jsonschema.Schema) { p["id"].Minimum = ptr(1.0) }),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		InputSchema: toolschema.For[idIn](func(p map[string]*jsonschema.Schema) { p["id"].Minimum = toolschema.Ptr(1.0) }),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, Note, error) {
 		note, err := st.get(ctx, in.ID)
 		if err != nil {
@@ -159,10 +160,10 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		Name:        "delete_note",
 		Title:       "Delete a note",
 		Description: "Permanently delete (remove, forget) one note from packrat's archive by its numeric id. Returns the deleted note. Cannot be undone.",
-		InputSchema: inputSchema[idIn](func(p map[string]*jsonschema.Schema) { p["id"].Minimum = ptr(1.0) }),
+		InputSchema: toolschema.For[idIn](func(p map[string]*jsonschema.Schema) { p["id"].Minimum = toolschema.Ptr(1.0) }),
 		// Deleting an id twice fails the second time, but has no further
 		// effect on the archive: idempotent in the spec's sense.
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: toolschema.Ptr(true), IdempotentHint: true, OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, deleteNoteOut, error) {
 		note, err := st.remove(ctx, in.ID)
 		if err != nil {

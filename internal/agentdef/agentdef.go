@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchboard-run/switchboard/internal/strictjson"
 	"io/fs"
 	"net/url"
 	"os"
@@ -173,7 +174,7 @@ func (p *parser) fail(field, value, format string, args ...any) error {
 // parse parses data as the agent.json at path in the folder named folder.
 func parse(path, folder string, data []byte) (*Definition, error) {
 	p := &parser{file: path}
-	if line, col, err := syntaxError(data); err != nil {
+	if line, col, err := strictjson.SyntaxError(data); err != nil {
 		return nil, &Error{File: path, Line: line, Col: col, Msg: "invalid JSON", Err: err}
 	}
 	ms, err := p.object("", data)
@@ -184,27 +185,27 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 	d := &Definition{MaxSteps: DefaultMaxSteps, MaxDepth: delegation.DefaultMaxDepth}
 	has := make(map[string]bool)
 	for _, m := range ms {
-		has[m.key] = true
+		has[m.Key] = true
 		var err error
-		switch m.key {
+		switch m.Key {
 		case "name":
-			d.Name, err = p.str(m.key, m.raw)
+			d.Name, err = p.str(m.Key, m.Raw)
 		case "description":
-			d.Description, err = p.str(m.key, m.raw)
+			d.Description, err = p.str(m.Key, m.Raw)
 		case "instructions":
-			d.Instructions, err = p.str(m.key, m.raw)
+			d.Instructions, err = p.str(m.Key, m.Raw)
 		case "model":
-			d.Model, err = p.model(m.raw)
+			d.Model, err = p.model(m.Raw)
 		case "tools":
-			d.Tools, err = p.tools(m.raw)
+			d.Tools, err = p.tools(m.Raw)
 		case "max_steps":
-			d.MaxSteps, err = p.int(m.key, m.raw, 1, MaxMaxSteps)
+			d.MaxSteps, err = p.int(m.Key, m.Raw, 1, MaxMaxSteps)
 		case "max_depth":
-			d.MaxDepth, err = p.int(m.key, m.raw, 1, MaxMaxDepth)
+			d.MaxDepth, err = p.int(m.Key, m.Raw, 1, MaxMaxDepth)
 		case "allow_stdio":
-			d.AllowStdio, err = p.bool(m.key, m.raw)
+			d.AllowStdio, err = p.bool(m.Key, m.Raw)
 		default:
-			err = p.unknown("", m.key, fields)
+			err = p.unknown("", m.Key, fields)
 		}
 		if err != nil {
 			return nil, err
@@ -228,16 +229,16 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 
 // object returns the members of the object raw, the value of field ("" for
 // the whole file).
-func (p *parser) object(field string, raw json.RawMessage) ([]member, error) {
-	if k := kind(raw); k != "object" {
+func (p *parser) object(field string, raw json.RawMessage) ([]strictjson.Member, error) {
+	if k := strictjson.Kind(raw); k != "object" {
 		if field == "" {
 			return nil, p.fail("", "", "want a JSON object at the top level, got %s", k)
 		}
 		return nil, p.fail(field, string(raw), "want an object, got %s", k)
 	}
-	ms, err := members(raw)
-	if dup, ok := errors.AsType[*errDuplicate](err); ok {
-		return nil, p.fail(join(field, dup.key), "", "duplicate field")
+	ms, err := strictjson.Members(raw)
+	if dup, ok := errors.AsType[*strictjson.DuplicateKeyError](err); ok {
+		return nil, p.fail(join(field, dup.Key), "", "duplicate field")
 	} else if err != nil {
 		return nil, &Error{File: p.file, Field: field, Msg: "invalid JSON", Err: err}
 	}
@@ -270,7 +271,7 @@ func (p *parser) unknown(prefix, key string, known []string) error {
 }
 
 func (p *parser) str(field string, raw json.RawMessage) (string, error) {
-	if k := kind(raw); k != "string" {
+	if k := strictjson.Kind(raw); k != "string" {
 		return "", p.fail(field, string(raw), "want a string, got %s", k)
 	}
 	var s string
@@ -281,7 +282,7 @@ func (p *parser) str(field string, raw json.RawMessage) (string, error) {
 }
 
 func (p *parser) bool(field string, raw json.RawMessage) (bool, error) {
-	if k := kind(raw); k != "boolean" {
+	if k := strictjson.Kind(raw); k != "boolean" {
 		return false, p.fail(field, string(raw), "want true or false, got %s", k)
 	}
 	return bytes.HasPrefix(raw, []byte("true")), nil
@@ -290,7 +291,7 @@ func (p *parser) bool(field string, raw json.RawMessage) (bool, error) {
 // int decodes an integer in [lo, hi]. An explicit value out of range is an
 // error, not a request for the default.
 func (p *parser) int(field string, raw json.RawMessage, lo, hi int) (int, error) {
-	got := kind(raw)
+	got := strictjson.Kind(raw)
 	if got == "number" {
 		got = string(raw)
 		if n, err := strconv.Atoi(got); err == nil && lo <= n && n <= hi {
@@ -307,23 +308,23 @@ func (p *parser) model(raw json.RawMessage) (Model, error) {
 		return m, err
 	}
 	for _, e := range ms {
-		field := "model." + e.key
+		field := "model." + e.Key
 		var err error
-		switch e.key {
+		switch e.Key {
 		case "base_url":
-			m.BaseURL, err = p.str(field, e.raw)
+			m.BaseURL, err = p.str(field, e.Raw)
 			if err == nil && m.BaseURL != "" {
 				err = p.checkURL(field, m.BaseURL)
 			}
 		case "name":
-			m.Name, err = p.str(field, e.raw)
+			m.Name, err = p.str(field, e.Raw)
 		case "api_key_env":
-			m.APIKeyEnv, err = p.str(field, e.raw)
-			if err == nil && m.APIKeyEnv != "" && !isVarName(m.APIKeyEnv) {
+			m.APIKeyEnv, err = p.str(field, e.Raw)
+			if err == nil && m.APIKeyEnv != "" && !mcpconfig.ValidVarName(m.APIKeyEnv) {
 				err = p.fail(field, m.APIKeyEnv, "invalid environment variable name %q; want letters, digits and _, not starting with a digit", m.APIKeyEnv)
 			}
 		default:
-			err = p.unknown("model", e.key, modelFields)
+			err = p.unknown("model", e.Key, modelFields)
 		}
 		if err != nil {
 			return m, err
@@ -354,8 +355,8 @@ func (p *parser) checkURL(field, raw string) error {
 
 func (p *parser) tools(raw json.RawMessage) ([]string, error) {
 	var raws []json.RawMessage
-	if kind(raw) != "array" || json.Unmarshal(raw, &raws) != nil {
-		return nil, p.fail("tools", string(raw), "want an array of strings, got %s", kind(raw))
+	if strictjson.Kind(raw) != "array" || json.Unmarshal(raw, &raws) != nil {
+		return nil, p.fail("tools", string(raw), "want an array of strings, got %s", strictjson.Kind(raw))
 	}
 	tools := make([]string, 0, len(raws))
 	for i, r := range raws {
@@ -372,17 +373,4 @@ func (p *parser) tools(raw json.RawMessage) ([]string, error) {
 		tools = append(tools, s)
 	}
 	return tools, nil
-}
-
-// isVarName reports whether s is a portable environment variable name.
-func isVarName(s string) bool {
-	if s == "" || ('0' <= s[0] && s[0] <= '9') {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
 }

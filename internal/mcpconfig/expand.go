@@ -67,7 +67,7 @@ func resolve(ref, body string, lookup func(string) (string, bool)) (string, erro
 	if i := strings.Index(name, ":-"); i >= 0 {
 		name, def, hasDef = name[:i], name[i+2:], true
 	}
-	if !isVarName(name) {
+	if !ValidVarName(name) {
 		return "", fmt.Errorf("invalid variable reference %s: want ${VAR}, ${VAR:-default} or ${env:VAR}, where VAR is letters, digits and _ and does not start with a digit", ref)
 	}
 	v, ok := lookup(name)
@@ -80,8 +80,8 @@ func resolve(ref, body string, lookup func(string) (string, bool)) (string, erro
 	return "", fmt.Errorf("undefined variable %s (no default)", ref)
 }
 
-// isVarName reports whether s is a portable environment variable name.
-func isVarName(s string) bool {
+// ValidVarName reports whether s is a portable environment variable name.
+func ValidVarName(s string) bool {
 	if s == "" || ('0' <= s[0] && s[0] <= '9') {
 		return false
 	}

@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchboard-run/switchboard/internal/strictjson"
 	"io/fs"
 	"net/url"
 	"os"
@@ -154,59 +155,59 @@ func (p *parser) parse(data []byte) (*Config, error) {
 	// Editors on Windows may save a byte order mark, which encoding/json
 	// rejects; it is not part of the content.
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if line, col, err := syntaxError(data); err != nil {
+	if line, col, err := strictjson.SyntaxError(data); err != nil {
 		return nil, &ConfigError{File: p.file, Line: line, Col: col, Msg: "invalid JSON", Err: err}
 	}
-	if k := kind(data); k != "object" {
+	if k := strictjson.Kind(data); k != "object" {
 		return nil, p.fail("", "", "", "want a JSON object at the top level, got %s", k)
 	}
-	ms, err := members(data)
-	if dup, ok := errors.AsType[*errDuplicate](err); ok {
-		return nil, p.fail("", dup.key, "", "duplicate field")
+	ms, err := strictjson.Members(data)
+	if dup, ok := errors.AsType[*strictjson.DuplicateKeyError](err); ok {
+		return nil, p.fail("", dup.Key, "", "duplicate field")
 	} else if err != nil {
 		return nil, p.walkErr("", err)
 	}
 
-	var section member // "mcpServers" or "servers"
+	var section strictjson.Member // "mcpServers" or "servers"
 	for _, m := range ms {
-		switch m.key {
+		switch m.Key {
 		case "mcpServers", "servers":
-			if section.key != "" {
+			if section.Key != "" {
 				return nil, p.fail("", "", "", `has both "mcpServers" and "servers"; use one`)
 			}
 			section = m
 		case "inputs":
-			if k := kind(m.raw); k != "array" {
-				return nil, p.fail("", m.key, string(m.raw), "want an array, got %s", k)
+			if k := strictjson.Kind(m.Raw); k != "array" {
+				return nil, p.fail("", m.Key, string(m.Raw), "want an array, got %s", k)
 			}
 		default:
-			return nil, p.fail("", m.key, "", `unknown field; want "mcpServers" (Claude Desktop, Claude Code, Cursor) or "servers" (VS Code)%s`,
-				hint(m.key, "mcpServers", "servers", "inputs"))
+			return nil, p.fail("", m.Key, "", `unknown field; want "mcpServers" (Claude Desktop, Claude Code, Cursor) or "servers" (VS Code)%s`,
+				hint(m.Key, "mcpServers", "servers", "inputs"))
 		}
 	}
 
 	cfg := &Config{Path: p.file}
-	if section.key == "" {
+	if section.Key == "" {
 		return cfg, nil
 	}
-	if k := kind(section.raw); k != "object" {
-		return nil, p.fail("", section.key, string(section.raw), "want an object of servers by name, got %s", k)
+	if k := strictjson.Kind(section.Raw); k != "object" {
+		return nil, p.fail("", section.Key, string(section.Raw), "want an object of servers by name, got %s", k)
 	}
-	ms, err = members(section.raw)
-	if dup, ok := errors.AsType[*errDuplicate](err); ok {
-		return nil, p.fail(dup.key, "", "", "defined twice in %q", section.key)
+	ms, err = strictjson.Members(section.Raw)
+	if dup, ok := errors.AsType[*strictjson.DuplicateKeyError](err); ok {
+		return nil, p.fail(dup.Key, "", "", "defined twice in %q", section.Key)
 	} else if err != nil {
 		return nil, p.walkErr("", err)
 	}
 	for _, m := range ms {
 		switch {
-		case m.key == "":
-			return nil, p.fail("", section.key, "", "empty server name; %s", serverNameRule)
-		case !serverName.MatchString(m.key):
-			return nil, p.fail(m.key, "", m.key, "invalid server name; %s", serverNameRule)
+		case m.Key == "":
+			return nil, p.fail("", section.Key, "", "empty server name; %s", serverNameRule)
+		case !serverName.MatchString(m.Key):
+			return nil, p.fail(m.Key, "", m.Key, "invalid server name; %s", serverNameRule)
 		}
-		sp := &serverParser{parser: p, name: m.key}
-		s, err := sp.parse(m.raw)
+		sp := &serverParser{parser: p, name: m.Key}
+		s, err := sp.parse(m.Raw)
 		if err != nil {
 			return nil, err
 		}
@@ -245,12 +246,12 @@ type kv struct{ key, value string }
 
 // parse returns the server, or nil for a disabled one.
 func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
-	if k := kind(raw); k != "object" {
+	if k := strictjson.Kind(raw); k != "object" {
 		return nil, sp.fail("", string(raw), "want an object, got %s", k)
 	}
-	ms, err := members(raw)
-	if dup, ok := errors.AsType[*errDuplicate](err); ok {
-		return nil, sp.fail(dup.key, "", "duplicate field")
+	ms, err := strictjson.Members(raw)
+	if dup, ok := errors.AsType[*strictjson.DuplicateKeyError](err); ok {
+		return nil, sp.fail(dup.Key, "", "duplicate field")
 	} else if err != nil {
 		return nil, sp.walkErr(sp.name, err)
 	}
@@ -265,11 +266,11 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 		disabled bool
 	)
 	for _, m := range ms {
-		has[m.key] = true
+		has[m.Key] = true
 		var err error
-		switch m.key {
+		switch m.Key {
 		case "type", "url", "command", "protocolVersion":
-			str[m.key], err = sp.str(m.key, m.raw)
+			str[m.Key], err = sp.str(m.Key, m.Raw)
 		case "args":
 			args, err = sp.strs(m)
 		case "headers":
@@ -277,14 +278,14 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 		case "env":
 			env, err = sp.strMap(m)
 		case "disabled":
-			if k := kind(m.raw); k != "boolean" {
-				err = sp.fail(m.key, string(m.raw), "want true or false, got %s", k)
+			if k := strictjson.Kind(m.Raw); k != "boolean" {
+				err = sp.fail(m.Key, string(m.Raw), "want true or false, got %s", k)
 			} else {
-				disabled = bytes.HasPrefix(m.raw, []byte("true"))
+				disabled = bytes.HasPrefix(m.Raw, []byte("true"))
 			}
 		default:
-			err = sp.fail(m.key, "", "unknown field; known fields are %s%s",
-				strings.Join(serverFields, ", "), hint(m.key, serverFields...))
+			err = sp.fail(m.Key, "", "unknown field; known fields are %s%s",
+				strings.Join(serverFields, ", "), hint(m.Key, serverFields...))
 		}
 		if err != nil {
 			return nil, err
@@ -370,7 +371,7 @@ func (sp *serverParser) transport(has map[string]bool, typ string) (t, why strin
 }
 
 func (sp *serverParser) str(field string, raw json.RawMessage) (string, error) {
-	if k := kind(raw); k != "string" {
+	if k := strictjson.Kind(raw); k != "string" {
 		return "", sp.fail(field, string(raw), "want a string, got %s", k)
 	}
 	var s string
@@ -380,14 +381,14 @@ func (sp *serverParser) str(field string, raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-func (sp *serverParser) strs(m member) ([]string, error) {
+func (sp *serverParser) strs(m strictjson.Member) ([]string, error) {
 	var raws []json.RawMessage
-	if kind(m.raw) != "array" || json.Unmarshal(m.raw, &raws) != nil {
-		return nil, sp.fail(m.key, string(m.raw), "want an array of strings, got %s", kind(m.raw))
+	if strictjson.Kind(m.Raw) != "array" || json.Unmarshal(m.Raw, &raws) != nil {
+		return nil, sp.fail(m.Key, string(m.Raw), "want an array of strings, got %s", strictjson.Kind(m.Raw))
 	}
 	out := make([]string, 0, len(raws))
 	for i, raw := range raws {
-		s, err := sp.str(fmt.Sprintf("%s[%d]", m.key, i), raw)
+		s, err := sp.str(fmt.Sprintf("%s[%d]", m.Key, i), raw)
 		if err != nil {
 			return nil, err
 		}
@@ -398,23 +399,23 @@ func (sp *serverParser) strs(m member) ([]string, error) {
 
 // strMap decodes an object of strings, keeping file order so that errors
 // are reported for the first bad entry in the file.
-func (sp *serverParser) strMap(m member) ([]kv, error) {
-	if k := kind(m.raw); k != "object" {
-		return nil, sp.fail(m.key, string(m.raw), "want an object of strings, got %s", k)
+func (sp *serverParser) strMap(m strictjson.Member) ([]kv, error) {
+	if k := strictjson.Kind(m.Raw); k != "object" {
+		return nil, sp.fail(m.Key, string(m.Raw), "want an object of strings, got %s", k)
 	}
-	ms, err := members(m.raw)
-	if dup, ok := errors.AsType[*errDuplicate](err); ok {
-		return nil, sp.fail(m.key+"."+dup.key, "", "duplicate key")
+	ms, err := strictjson.Members(m.Raw)
+	if dup, ok := errors.AsType[*strictjson.DuplicateKeyError](err); ok {
+		return nil, sp.fail(m.Key+"."+dup.Key, "", "duplicate key")
 	} else if err != nil {
 		return nil, sp.walkErr(sp.name, err)
 	}
 	out := make([]kv, 0, len(ms))
 	for _, e := range ms {
-		v, err := sp.str(m.key+"."+e.key, e.raw)
+		v, err := sp.str(m.Key+"."+e.Key, e.Raw)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, kv{e.key, v})
+		out = append(out, kv{e.Key, v})
 	}
 	return out, nil
 }

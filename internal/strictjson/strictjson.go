@@ -1,4 +1,7 @@
-package mcpconfig
+// Package strictjson holds what encoding/json does not: walking a JSON object
+// member by member, in order, with duplicate keys as errors, and syntax
+// errors with line and column. The mcp.json and agent.json loaders use it.
+package strictjson
 
 import (
 	"bytes"
@@ -13,26 +16,26 @@ import (
 // and servers keep their file order. So objects are walked member by member
 // with a json.Decoder instead of unmarshaled into maps.
 
-// A member is one "key": value pair of a JSON object.
-type member struct {
-	key string
-	raw json.RawMessage
+// A Member is one "key": value pair of a JSON object.
+type Member struct {
+	Key string
+	Raw json.RawMessage
 }
 
-// errDuplicate reports a key that occurs twice in one object.
-type errDuplicate struct{ key string }
+// DuplicateKeyError reports a key that occurs twice in one object.
+type DuplicateKeyError struct{ Key string }
 
-func (e *errDuplicate) Error() string { return fmt.Sprintf("duplicate key %q", e.key) }
+func (e *DuplicateKeyError) Error() string { return fmt.Sprintf("duplicate key %q", e.Key) }
 
-// members returns the members of the JSON object obj in order. It fails with
-// an *errDuplicate on the first key seen twice. obj must be valid JSON (see
-// [syntaxError]) holding an object.
-func members(obj json.RawMessage) ([]member, error) {
+// Members returns the members of the JSON object obj in order. It fails with
+// an *DuplicateKeyError on the first key seen twice. obj must be valid JSON (see
+// [SyntaxError]) holding an object.
+func Members(obj json.RawMessage) ([]Member, error) {
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	if _, err := dec.Token(); err != nil { // the opening '{'
 		return nil, err
 	}
-	var ms []member
+	var ms []Member
 	seen := make(map[string]bool)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -44,20 +47,20 @@ func members(obj json.RawMessage) ([]member, error) {
 			return nil, fmt.Errorf("object key is %T, not a string", tok)
 		}
 		if seen[key] {
-			return nil, &errDuplicate{key}
+			return nil, &DuplicateKeyError{key}
 		}
 		seen[key] = true
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, err
 		}
-		ms = append(ms, member{key, raw})
+		ms = append(ms, Member{key, raw})
 	}
 	return ms, nil
 }
 
-// kind names the JSON type of the valid JSON value raw, as users know it.
-func kind(raw []byte) string {
+// Kind names the JSON type of the valid JSON value raw, as users know it.
+func Kind(raw []byte) string {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 {
 		return "nothing"
@@ -77,9 +80,9 @@ func kind(raw []byte) string {
 	return "number"
 }
 
-// syntaxError checks that data is one valid JSON value and otherwise returns
+// SyntaxError checks that data is one valid JSON value and otherwise returns
 // the error with its 1-based line and column.
-func syntaxError(data []byte) (line, col int, err error) {
+func SyntaxError(data []byte) (line, col int, err error) {
 	var v any
 	err = json.Unmarshal(data, &v)
 	var se *json.SyntaxError
