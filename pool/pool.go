@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -43,6 +45,10 @@ type Options struct {
 	// MaxConcurrentPerServer caps the requests in flight per pool key;
 	// waiting callers honour their contexts. Zero means no cap.
 	MaxConcurrentPerServer int
+	// TracerProvider makes the spans of requests, dials and
+	// re-initializations (trace.go); default the global provider,
+	// otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
 
 // Pool is a pooled MCP client session manager. It is safe for concurrent use.
@@ -55,6 +61,7 @@ type Pool struct {
 	opts    Options
 	base    http.RoundTripper
 	log     *slog.Logger
+	tracer  trace.Tracer
 	dials   singleflight.Group
 	bg      sync.WaitGroup // dials, entries until closed, watchers, the cleaner; Add only under mu while !closed, or while holding a count
 	tokenID atomic.Uint64  // progress tokens
@@ -115,6 +122,7 @@ func New(opts *Options) *Pool {
 	if o.HTTPClient != nil && o.HTTPClient.Transport != nil {
 		p.base = o.HTTPClient.Transport
 	}
+	p.tracer = newTracer(o.TracerProvider)
 	p.log = o.Logger
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -134,7 +142,7 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 	}
 	var res *mcp.CallToolResult
 	err := p.do(ctx, srv, "tools/call", params.Name, func(ctx context.Context, e *entry) error {
-		r, err := e.cs.CallTool(ctx, params)
+		r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, params))
 		res = r
 		return err
 	})
@@ -176,7 +184,12 @@ func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) 
 
 // do runs op on a pooled session for srv, invalidating the session and
 // retrying once on a new one when the failure proves op did not run.
-func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func(context.Context, *entry) error) error {
+func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func(context.Context, *entry) error) (err error) {
+	if srv != nil {
+		var span trace.Span
+		ctx, span = p.startRequestSpan(ctx, srv, method, tool)
+		defer func() { endSpan(span, err) }()
+	}
 	if srv == nil || (srv.URL == "" && srv.Command == "") {
 		return &Error{Kind: KindTransport, Method: method, Tool: tool, Err: errors.New("server has neither url nor command")}
 	}
@@ -219,7 +232,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.counters.retries++
 			p.mu.Unlock()
 			retried = true
-			p.log.Debug("retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
+			p.log.DebugContext(ctx, "retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
 			continue
 		}
 		pe := &Error{Kind: v.kind, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
@@ -321,6 +334,18 @@ func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
 	p.counters.dials++
 	p.mu.Unlock()
 
+	spanName := "pool.dial"
+	if reinit {
+		spanName = "pool.reinitialize"
+	}
+	ctx, span := p.tracer.Start(ctx, spanName, trace.WithAttributes(
+		attribute.String("switchboard.server", srv.Name),
+		attribute.Int64("switchboard.pool.generation", int64(gen)),
+		attribute.Bool("switchboard.pool.reinitialization", reinit),
+	))
+	var dialErr error
+	defer func() { endSpan(span, dialErr) }()
+
 	ctx, cancel := context.WithTimeout(ctx, p.opts.DialTimeout)
 	defer cancel()
 	e, err := p.connect(ctx, srv, k, gen, version)
@@ -337,6 +362,7 @@ func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
 		p.mu.Lock()
 		p.counters.dialFailures++
 		p.mu.Unlock()
+		dialErr = pe
 		return nil, pe
 	}
 
@@ -365,7 +391,7 @@ func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
 	p.mu.Unlock()
 
 	go p.watch(e)
-	p.log.Debug("session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
+	p.log.DebugContext(ctx, "session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
 	return e, nil
 }
 

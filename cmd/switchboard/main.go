@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/agentserver"
 	"github.com/switchboard-run/switchboard/internal/askcmd"
 	"github.com/switchboard-run/switchboard/internal/clientcmd"
+	"github.com/switchboard-run/switchboard/internal/statuscmd"
 	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
@@ -23,6 +24,7 @@ commands:
   up [--dir .] [--listen 127.0.0.1:54321] run the studio: every agent under agents/, behind one proxy
   agent serve --agent agents/NAME         run one agent as an MCP server
   client [--config tools/mcp.json]        JSON lines on stdin -> pooled MCP calls -> JSON lines on stdout
+  status [--studio URL] [--json]          a running studio's agents, pools, calls and recent delegations
 `
 
 type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int
@@ -43,6 +45,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"ask":    askcmd.Main,
 		"up":     studio.Main,
 		"client": clientcmd.Main,
+		"status": statuscmd.Main,
 	}
 	name, rest := args[0], args[1:]
 	if name == "agent" {

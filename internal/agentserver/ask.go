@@ -29,8 +29,9 @@ type askInput struct {
 // pool are made on first use: most calls to an agent server are to its
 // native tools, and an agent without a model should not pay for a pool.
 type asker struct {
-	def    *agentdef.Definition
-	logger *slog.Logger
+	def     *agentdef.Definition
+	logger  *slog.Logger
+	metrics *serverMetrics // set once by New, before any call
 
 	mu      sync.Mutex // protects following fields
 	pool    *pool.Pool
@@ -81,8 +82,11 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		return toolError("agent %s: %v", name, err), nil, nil
 	}
 	res, err := agent.Run(ctx, in.Task, chain)
+	if a.metrics != nil && res != nil {
+		a.metrics.observeAsk(res.Duration, err != nil)
+	}
 	if err != nil {
-		a.logger.Info("ask failed", "run", chain.RunID, "err", err)
+		a.logger.InfoContext(ctx, "ask failed", "run", chain.RunID, "err", err)
 		return toolError("agent %s: %v", name, err), nil, nil
 	}
 	// The structured result (runtime.Result) lists every delegation: the
@@ -109,7 +113,11 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 			ClientInfo: &mcp.Implementation{Name: "switchboard-agent-" + a.def.Name, Version: version()},
 		})
 	}
-	agent, err := runtime.NewWithOptions(a.def, p, &runtime.Options{Logger: a.logger.With("component", "runtime")})
+	ro := &runtime.Options{Logger: a.logger.With("component", "runtime")}
+	if a.metrics != nil {
+		ro.OnEvent = a.metrics.delegations.Observe
+	}
+	agent, err := runtime.NewWithOptions(a.def, p, ro)
 	if err != nil {
 		if a.pool == nil {
 			p.Close()
@@ -121,6 +129,18 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 	}
 	a.agent = agent
 	return agent, nil
+}
+
+// poolStats is the stats of the pool carrying the agent's delegations, or
+// zero before the first ask made it.
+func (a *asker) poolStats() pool.Stats {
+	a.mu.Lock()
+	p := a.pool
+	a.mu.Unlock()
+	if p == nil {
+		return pool.Stats{}
+	}
+	return p.Stats()
 }
 
 func (a *asker) close() error {

@@ -64,7 +64,7 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middle
 				logger.Warn("refusing a delegated call", "tool", tool, "err", err)
 				return refusal(fmt.Sprintf("agent %s refused the call to %s: %v", agent, tool, err)), nil
 			}
-			return next(WithChain(ctx, entered), method, req)
+			return next(WithChain(withRun(ctx, entered.RunID), entered), method, req)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
 
 // ReadyFormat is the one line `agent serve` prints on stdout once it
@@ -23,6 +24,9 @@ const ReadyFormat = "switchboard agent %s listening on http://%s/mcp\n"
 
 // shutdownTimeout bounds how long a shutdown waits for requests in flight.
 const shutdownTimeout = 10 * time.Second
+
+// telemetryFlushTimeout bounds the export of the last spans at exit.
+const telemetryFlushTimeout = 5 * time.Second
 
 // Main runs the command with args (after its own name) and returns the exit
 // code.
@@ -64,6 +68,19 @@ func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout i
 	if err != nil {
 		return err
 	}
+	// Traces (when OTEL_EXPORTER_OTLP_ENDPOINT is set) are flushed after
+	// the server has stopped, so the last calls' spans are not lost.
+	stopTracing, err := telemetry.Setup(ctx, def.Name)
+	if err != nil {
+		logger.Warn("tracing disabled", "err", err)
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
+		defer cancel()
+		if err := stopTracing(tctx); err != nil {
+			logger.Warn("flushing traces", "err", err)
+		}
+	}()
 	s, err := New(def, opts)
 	if err != nil {
 		return err
@@ -81,6 +98,12 @@ func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout i
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	// The studio scrapes this and serves it as part of its own /metrics.
+	var metrics http.Handler = s.MetricsHandler()
+	if opts.Token != "" {
+		metrics = mcphttp.RequireBearer(opts.Token, metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

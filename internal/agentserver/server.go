@@ -62,6 +62,7 @@ type Server struct {
 	handler http.Handler
 	closers []namedCloser // the toolsets', in registration order
 	ask     *asker
+	metrics *serverMetrics
 
 	closeOnce sync.Once
 	closeErr  error
@@ -104,6 +105,8 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		Logger:       logger,
 	})
 	s.mcp.AddReceivingMiddleware(chainMiddleware(def.Name, def.MaxDepth, logger))
+	// Added after the chain's, so outside it: a refused call is traced too.
+	s.mcp.AddReceivingMiddleware(traceMiddleware(def.Name))
 
 	for _, name := range def.Tools {
 		ts, ok := agents.Lookup(name)
@@ -122,6 +125,8 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		}
 	}
 	s.ask = newAsker(def, o.Pool, logger)
+	s.metrics = newServerMetrics(def.Name, s.ask.poolStats)
+	s.ask.metrics = s.metrics
 	s.ask.register(s.mcp)
 
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{

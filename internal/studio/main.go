@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
 
 // Main runs the command with args (after its own name) and returns the exit
@@ -19,7 +20,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", ".", "project directory holding agents/")
 	listen := fs.String("listen", DefaultListen, "address to listen on; beyond loopback requires "+EnvToken)
-	logFormat := fs.String("log-format", "text", "log format on stderr (the studio's and the agents'): text or json")
+	logFormat := fs.String("log-format", "text", "log format on stderr (the studio's and the agents'): "+logging.Formats)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -32,6 +33,19 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintf(stderr, "switchboard up: %v\n", err)
 		return 2
 	}
+	// Traces go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set; the agents
+	// read the same variable from the environment they inherit.
+	stopTracing, err := telemetry.Setup(ctx, "switchboard-studio")
+	if err != nil {
+		logger.Warn("tracing disabled", "err", err)
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(tctx); err != nil {
+			logger.Warn("flushing traces", "err", err)
+		}
+	}()
 	s, err := Start(ctx, &Options{
 		Dir:         *dir,
 		Listen:      *listen,

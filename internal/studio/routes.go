@@ -20,46 +20,81 @@ import (
 // is a 404.
 //
 //	GET  /healthz                 200 "ok"
+//	GET  /                        the studio page (page.go)
+//	GET  /static/studio.{css,js}  the page's style and script
+//	GET  /metrics                 Prometheus metrics: the studio's and every agent's (metrics.go)
 //	GET  /api/agents              the agents, their state and tools
+//	GET  /api/overview            what the page shows: agents, pools, recent delegations
+//	GET  /api/delegations         the most recent tools/calls through the proxy
 //	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
+//
+// Everything but /healthz passes the same gate: Host and Origin (DNS
+// rebinding), then the bearer token when the studio has one. The page is
+// no exception: it names the agents and shows what they were asked.
 
 func (s *Studio) routes() http.Handler {
-	var api http.Handler = http.HandlerFunc(s.serveAPI)
-	if s.opts.Token != "" {
-		api = mcphttp.RequireBearer(s.opts.Token, api)
-	}
+	api := s.guard(http.HandlerFunc(s.serveAPI))
+	page := s.guard(http.HandlerFunc(s.servePage))
+	static := s.guard(http.HandlerFunc(s.serveStatic))
+	metrics := s.guard(http.HandlerFunc(s.serveMetrics))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.EscapedPath()
 		switch {
 		case path == "/healthz":
 			io.WriteString(w, "ok\n")
 		case path == "/api" || strings.HasPrefix(path, "/api/"):
-			// Host and Origin before the token: a rebinding page must not
-			// even learn whether a token is required.
-			if err := mcphttp.CheckHost(r); err != nil {
-				mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
-				return
-			}
-			if err := mcphttp.CheckOrigin(r); err != nil {
-				mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
-				return
-			}
 			api.ServeHTTP(w, r)
+		case path == "/":
+			page.ServeHTTP(w, r)
+		case strings.HasPrefix(path, "/static/"):
+			static.ServeHTTP(w, r)
+		case path == "/metrics":
+			metrics.ServeHTTP(w, r)
 		default:
 			notFound(w, path)
 		}
 	})
 }
 
-func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
-	path := r.URL.EscapedPath()
-	if path == "/api/agents" {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET")
-			mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, "GET /api/agents lists the agents")
+// guard checks Host and Origin, then the token (if any), before next. Host
+// and Origin come first: a rebinding page must not even learn whether a
+// token is required.
+func (s *Studio) guard(next http.Handler) http.Handler {
+	if s.opts.Token != "" {
+		next = mcphttp.RequireBearer(s.opts.Token, next)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := mcphttp.CheckHost(r); err != nil {
+			mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
 			return
 		}
-		s.serveAgents(w, r)
+		if err := mcphttp.CheckOrigin(r); err != nil {
+			mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	get := func(what string, serve http.HandlerFunc) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET")
+			mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, "GET "+path+" "+what)
+			return
+		}
+		serve(w, r)
+	}
+	switch path {
+	case "/api/agents":
+		get("lists the agents", s.serveAgents)
+		return
+	case "/api/overview":
+		get("is the studio page's data", s.serveOverview)
+		return
+	case "/api/delegations":
+		get("lists the most recent delegations", s.serveDelegations)
 		return
 	}
 	rest, ok := strings.CutPrefix(path, "/api/agents/")
@@ -79,12 +114,14 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"agent": name, "known": s.names})
 		return
 	}
-	st := m.proc.status()
-	if st.state != StateRunning || st.upstream == nil {
-		writeDown(w, name, st)
-		return
-	}
-	m.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, st.upstream)))
+	s.observe(name, w, r, func(w http.ResponseWriter, r *http.Request) {
+		st := m.proc.status()
+		if st.state != StateRunning || st.upstream == nil {
+			writeDown(w, name, st)
+			return
+		}
+		m.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, st.upstream)))
+	})
 }
 
 // sessionIdleTTL forgets a proxied session's binding after this long
@@ -98,7 +135,7 @@ const sessionIdleTTL = 31 * time.Minute
 type upstreamKey struct{}
 
 // agentProxy returns the route to proc's current address.
-func (s *Studio) agentProxy(proc *agentProc) http.Handler {
+func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 	name := proc.def.Name
 	return newProxy(func(r *http.Request) (*url.URL, string) {
 		u, _ := r.Context().Value(upstreamKey{}).(*url.URL)

@@ -2,7 +2,9 @@
 // behind one HTTP endpoint: `switchboard up`. It routes
 // /api/agents/<name>/mcp to each agent's MCP server (proxy.go, routes.go),
 // lists the agents and their tools at /api/agents (agents.go), and restarts
-// an agent that crashes (supervisor.go).
+// an agent that crashes (supervisor.go). What passes through the proxy is
+// observed (observe.go) for the fleet's /metrics (metrics.go) and the
+// recent delegations (delegations.go) that the page at / shows (page.go).
 package studio
 
 import (
@@ -107,9 +109,12 @@ type Studio struct {
 	srv       *http.Server
 	handler   http.Handler
 	transport *http.Transport
-	pool      *pool.Pool // lists agents' tools
-	agents    map[string]*managed
-	names     []string // sorted
+	pool      *pool.Pool          // lists agents' tools
+	agents    map[string]*managed // fixed after Start
+	names     []string            // sorted; fixed after Start
+
+	metrics     *studioMetrics
+	delegations *delegationLog
 
 	stop    context.CancelFunc // stops the supervisors
 	wg      sync.WaitGroup     // supervisors and the server
@@ -121,7 +126,7 @@ type Studio struct {
 // managed is an agent and its route.
 type managed struct {
 	proc  *agentProc
-	proxy http.Handler
+	proxy *mcphttp.Handler
 }
 
 // Start loads every agent under <Dir>/agents, listens, and starts the agents.
@@ -179,6 +184,8 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		Logger:     o.Logger.With("component", "pool"),
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
+	s.delegations = newDelegationLog()
+	s.metrics = newStudioMetrics(s)
 	cfg := &supervisorConfig{
 		exe:          o.Executable,
 		studioURL:    s.url,

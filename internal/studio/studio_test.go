@@ -177,7 +177,9 @@ func TestStudioInProcess(t *testing.T) {
 			"/api/agents//mcp",
 			"/api/agents/./mcp",
 			"/api/nope",
-			"/",
+			"/nope",
+			"/static/index.html", // the page's template is not a static file
+			"/static/../page/studio.js",
 		} {
 			code, _, body := get(t, base+path, nil)
 			if code != http.StatusNotFound {

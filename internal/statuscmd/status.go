@@ -1,0 +1,310 @@
+// Package statuscmd is `switchboard status`: the state of a running studio
+// at a glance, on a terminal. It reads what any other client can: the
+// studio's /api/overview (agents, tools, pools, recent delegations) and its
+// /metrics (call counts, errors and latency per agent), parsed with the
+// Prometheus text parser, so what it prints is what a Prometheus server
+// would scrape.
+package statuscmd
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/switchboard-run/switchboard/internal/studio"
+)
+
+// requestTimeout bounds each request to the studio.
+const requestTimeout = 10 * time.Second
+
+// recent is how many delegations the text output lists.
+const recent = 10
+
+// Main runs the command with args (after its own name) and returns the exit
+// code: 0, 1 when the studio cannot be read, 2 on a usage error.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("switchboard status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("studio", "", "the studio's URL (default $"+studio.EnvStudioURL+", else http://"+studio.DefaultListen+")")
+	asJSON := fs.Bool("json", false, "print one JSON object: the overview and the per-agent call summary")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: switchboard status [--studio URL] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations.\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "switchboard status: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	base := cmp.Or(*url, os.Getenv(studio.EnvStudioURL), "http://"+studio.DefaultListen)
+	c := &client{base: strings.TrimSuffix(base, "/"), token: os.Getenv(studio.EnvToken), http: &http.Client{Timeout: requestTimeout}}
+	st, err := c.status(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard status: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return 0
+	}
+	st.print(stdout)
+	return 0
+}
+
+// Status is what the command shows (its --json form).
+type Status struct {
+	studio.Overview
+	// Calls summarizes the tools/calls through the proxy, per agent.
+	Calls []AgentCalls `json:"calls"`
+}
+
+// AgentCalls is one agent's tools/calls through the studio's proxy.
+type AgentCalls struct {
+	Agent  string `json:"agent"`
+	Calls  int64  `json:"calls"`
+	Errors int64  `json:"errors"`
+	// P50MS and P95MS are estimated from the latency histogram, as
+	// Prometheus's histogram_quantile does; zero without calls.
+	P50MS float64 `json:"p50_ms"`
+	P95MS float64 `json:"p95_ms"`
+}
+
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func (c *client) get(ctx context.Context, path, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no studio at %s: %w (start one with `switchboard up`)", c.base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s%s: %s: %s", c.base, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return resp, nil
+}
+
+func (c *client) status(ctx context.Context) (*Status, error) {
+	resp, err := c.get(ctx, "/api/overview", "application/json")
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{}
+	err = json.NewDecoder(resp.Body).Decode(&st.Overview)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/api/overview: %w", c.base, err)
+	}
+
+	resp, err = c.get(ctx, "/metrics", "text/plain;version=0.0.4")
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/metrics: %w", c.base, err)
+	}
+	st.Calls = summarize(st.Agents, fams)
+	return st, nil
+}
+
+// summarize reads tool call counts, errors and latency per agent from the
+// studio's metric families.
+func summarize(agents []studio.AgentInfo, fams map[string]*dto.MetricFamily) []AgentCalls {
+	byAgent := map[string]*AgentCalls{}
+	hists := map[string][]*dto.Histogram{}
+	for _, a := range agents {
+		byAgent[a.Name] = &AgentCalls{Agent: a.Name}
+	}
+	at := func(name string) *AgentCalls {
+		if byAgent[name] == nil {
+			byAgent[name] = &AgentCalls{Agent: name}
+		}
+		return byAgent[name]
+	}
+	if mf := fams[studio.MetricToolCalls]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			ac := at(label(m, "agent"))
+			n := int64(m.GetCounter().GetValue())
+			ac.Calls += n
+			if label(m, "outcome") != "ok" {
+				ac.Errors += n
+			}
+		}
+	}
+	if mf := fams[studio.MetricToolDuration]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			a := label(m, "agent")
+			hists[a] = append(hists[a], m.GetHistogram())
+		}
+	}
+	var out []AgentCalls
+	for name, ac := range byAgent {
+		if h := hists[name]; len(h) > 0 {
+			ac.P50MS = quantile(0.5, h) * 1000
+			ac.P95MS = quantile(0.95, h) * 1000
+		}
+		out = append(out, *ac)
+	}
+	slices.SortFunc(out, func(a, b AgentCalls) int { return strings.Compare(a.Agent, b.Agent) })
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// quantile estimates the q-quantile of the sum of hs (same buckets) by
+// linear interpolation within the bucket it falls in, as PromQL's
+// histogram_quantile does. It returns 0 for no observations.
+func quantile(q float64, hs []*dto.Histogram) float64 {
+	type bucket struct{ upper, count float64 }
+	sum := map[float64]float64{}
+	var total float64
+	for _, h := range hs {
+		total += float64(h.GetSampleCount())
+		for _, b := range h.GetBucket() {
+			sum[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	var bs []bucket
+	for u, c := range sum {
+		bs = append(bs, bucket{u, c})
+	}
+	bs = append(bs, bucket{math.Inf(1), total})
+	slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.upper, b.upper) })
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, b := range bs {
+		if b.count >= rank {
+			if math.IsInf(b.upper, 1) {
+				return lower // beyond the last bucket: its bound is all we know
+			}
+			if b.count == below {
+				return b.upper
+			}
+			return lower + (b.upper-lower)*(rank-below)/(b.count-below)
+		}
+		lower, below = b.upper, b.count
+	}
+	return lower
+}
+
+func (st *Status) print(w io.Writer) {
+	running := 0
+	for _, a := range st.Agents {
+		if a.State == studio.StateRunning {
+			running++
+		}
+	}
+	fmt.Fprintf(w, "studio %s: %d agents, %d running\n\n", st.URL, len(st.Agents), running)
+
+	calls := map[string]AgentCalls{}
+	for _, c := range st.Calls {
+		calls[c.Agent] = c
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tSTATE\tRESTARTS\tCALLS\tERRORS\tP50\tP95\tTOOLS")
+	for _, a := range st.Agents {
+		c := calls[a.Name]
+		tools := strings.Join(a.Tools, ", ")
+		if a.ToolsError != "" {
+			tools = "(" + a.ToolsError + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, a.State, a.Restarts, c.Calls, c.Errors, ms(c.P50MS, c.Calls), ms(c.P95MS, c.Calls), tools)
+	}
+	tw.Flush()
+	for _, a := range st.Agents {
+		if a.LastError != "" {
+			fmt.Fprintf(w, "  %s last exited: %s\n", a.Name, a.LastError)
+		}
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tOPEN\tIN USE\tIDLE\tDIALS\tREINITS\tRETRIES\tINVALIDATIONS")
+	for _, p := range st.Pools {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Process, p.Open, p.InUse, p.Idle, p.Dials, p.Reinitializations, p.Retries, p.Invalidations)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	if len(st.Delegations) == 0 {
+		fmt.Fprintln(w, "no delegations yet")
+		return
+	}
+	fmt.Fprintln(w, "RECENT DELEGATIONS")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, d := range st.Delegations[:min(recent, len(st.Delegations))] {
+		from := cmp.Or(d.From, "client")
+		dur := ""
+		if d.Outcome != studio.OutcomeRunning {
+			dur = ms(d.DurationMS, 1)
+		}
+		line := fmt.Sprintf("%s\t%s → %s.%s\t%s\t%s", d.Start.Local().Format(time.TimeOnly), from, d.Agent, d.Tool, d.Outcome, dur)
+		if d.Recovery != "" {
+			line += "\t" + d.Recovery
+		}
+		if d.Message != "" {
+			line += "\t" + d.Message
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+func ms(v float64, n int64) string {
+	switch {
+	case n == 0:
+		return "-"
+	case v >= 1000:
+		return fmt.Sprintf("%.2fs", v/1000)
+	case v >= 10:
+		return fmt.Sprintf("%.0fms", v)
+	}
+	return fmt.Sprintf("%.1fms", v)
+}

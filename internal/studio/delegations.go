@@ -1,0 +1,162 @@
+package studio
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+)
+
+// The most recent tools/calls the proxy forwarded, for the page and
+// `switchboard status`: a fixed ring, so memory stays bounded however long
+// the studio runs. A call is recorded when it starts ("running") and
+// completed when its response ends, so a long ask shows while it runs.
+//
+// Recovery is what the proxy can prove from the outside: a tools/call
+// answered 404 (its session was gone) followed by the same call (the same
+// traceparent, which the pool keeps across its one retry; or, without
+// tracing, the same run, tool and arguments) is the pool's retry on a new
+// session. Both entries say so.
+
+// recentDelegations is how many calls the studio remembers.
+const recentDelegations = 200
+
+// retryWindow is how long after a 404 a repeat of the call counts as its
+// retry.
+const retryWindow = 2 * time.Minute
+
+// Delegation is one tools/call through the proxy.
+type Delegation struct {
+	// ID increases with every call, so a poller can tell new ones.
+	ID    int64     `json:"id"`
+	Start time.Time `json:"start"`
+	// Agent and Tool are the callee; From is the delegating agent, from the
+	// call's delegation chain, or empty for a client outside the fleet
+	// (`switchboard ask`).
+	Agent string `json:"agent"`
+	Tool  string `json:"tool"`
+	From  string `json:"from,omitempty"`
+	RunID string `json:"run_id,omitempty"`
+	// Outcome is "running" until the response ends, then "ok" or an error
+	// kind (see switchboard_agent_request_errors_total).
+	Outcome    string  `json:"outcome"`
+	DurationMS float64 `json:"duration_ms"`
+	// Message is the error's message, when there was one.
+	Message string `json:"message,omitempty"`
+	// Recovery says how the pool recovered this call, or tried to.
+	Recovery string `json:"recovery,omitempty"`
+	TraceID  string `json:"trace_id,omitempty"`
+}
+
+// Outcomes and recoveries the ring writes.
+const (
+	OutcomeRunning = "running"
+
+	RecoveryExpired   = "session expired; the pool retried on a new session"
+	RecoveryRecovered = "recovered: retried on a new session"
+	RecoveryFailed    = "retried on a new session; failed again"
+)
+
+type delegationLog struct {
+	mu      sync.Mutex // protects following fields
+	ring    []*Delegation
+	next    int   // ring index of the next write
+	lastID  int64 // last assigned id
+	pending map[string]pendingRetry
+}
+
+// pendingRetry is a call that got a 404, waiting for its retry.
+type pendingRetry struct {
+	rec *Delegation
+	at  time.Time
+}
+
+func newDelegationLog() *delegationLog {
+	return &delegationLog{ring: make([]*Delegation, recentDelegations), pending: make(map[string]pendingRetry)}
+}
+
+// start records a call as it begins.
+func (l *delegationLog) start(o *observation) *Delegation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastID++
+	d := &Delegation{
+		ID: l.lastID, Start: o.start, Agent: o.agent, Tool: o.tool, From: o.from,
+		RunID: o.runID, Outcome: OutcomeRunning, TraceID: o.traceID(),
+	}
+	if key := o.retryKey(); key != "" {
+		if p, ok := l.pending[key]; ok && o.start.Sub(p.at) < retryWindow {
+			delete(l.pending, key)
+			d.Recovery = RecoveryExpired // until it finishes
+		}
+	}
+	l.ring[l.next] = d
+	l.next = (l.next + 1) % len(l.ring)
+	return d
+}
+
+// finish completes d with how its call ended.
+func (l *delegationLog) finish(d *Delegation, o *observation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d.Outcome = o.outcome()
+	if d.RunID == "" {
+		d.RunID = o.runID
+	}
+	d.Message = o.message
+	d.DurationMS = float64(o.duration) / float64(time.Millisecond)
+	if d.Recovery != "" {
+		if o.kind == "" || o.kind == "tool_error" {
+			d.Recovery = RecoveryRecovered
+		} else {
+			d.Recovery = RecoveryFailed
+		}
+	}
+	if o.kind == "session_not_found" {
+		if key := o.retryKey(); key != "" {
+			now := time.Now()
+			for k, p := range l.pending {
+				if now.Sub(p.at) >= retryWindow {
+					delete(l.pending, k)
+				}
+			}
+			d.Recovery = RecoveryExpired
+			l.pending[key] = pendingRetry{rec: d, at: now}
+		}
+	}
+}
+
+// Recent returns up to n recorded calls, newest first, as copies.
+func (l *delegationLog) Recent(n int) []Delegation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Delegation, 0, min(n, len(l.ring)))
+	for i := 1; i <= len(l.ring) && len(out) < n; i++ {
+		d := l.ring[(l.next-i+len(l.ring))%len(l.ring)]
+		if d == nil {
+			break
+		}
+		out = append(out, *d)
+	}
+	return out
+}
+
+// Delegations returns the most recent tools/calls the proxy forwarded (at
+// most n), newest first.
+func (s *Studio) Delegations(n int) []Delegation { return s.delegations.Recent(n) }
+
+// serveDelegations answers GET /api/delegations[?limit=N], newest first.
+func (s *Studio) serveDelegations(w http.ResponseWriter, r *http.Request) {
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			mcphttp.WriteJSONError(w, http.StatusBadRequest, "limit must be a positive integer, got "+strconv.Quote(v))
+			return
+		}
+		limit = min(n, recentDelegations)
+	}
+	mcphttp.WriteJSON(w, http.StatusOK, s.delegations.Recent(limit))
+}

@@ -1,0 +1,364 @@
+package studio
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/telemetry"
+)
+
+// The proxy's observation of each request to an agent, for the metrics and
+// the recent delegations. It wraps the whole route, outside the mcphttp
+// middleware, so that the middleware's own answers (a 404 for a session it
+// no longer binds, a 413) and the studio's 503 for an agent that is down are
+// seen like the agent's.
+//
+// The request body is peeked (bounded, and put back untouched); the
+// response is watched as it streams, never held back: a tools/call answered
+// as an SSE stream is parsed event by event for the JSON-RPC response to
+// this request, to tell a result from a JSON-RPC error and a tool's own
+// isError. Progress notifications pass through as they come.
+
+// maxSniff bounds what is buffered to parse one request or one response
+// message; a larger one passes through unparsed (outcome "unknown").
+const maxSniff = 4 << 20
+
+// observation is one proxied request.
+type observation struct {
+	agent    string
+	method   string // JSON-RPC method, or GET, DELETE, response
+	tool     string // tools/call only
+	start    time.Time
+	duration time.Duration
+	timed    bool // a POST; a GET stream's life is not a latency
+
+	// From the tools/call's _meta.
+	runID       string
+	from        string // the delegating agent; "" for a client outside the fleet
+	traceparent string
+	argsDigest  string
+
+	// kind is the error kind, "" when the request succeeded.
+	kind    string
+	message string // the error's message, when there is one
+}
+
+// outcome is "ok" or the error kind.
+func (o *observation) outcome() string {
+	if o.kind == "" {
+		return "ok"
+	}
+	return o.kind
+}
+
+// retryKey identifies a tools/call across the pool's retry of it: the
+// traceparent of the caller's request span is the same on both attempts;
+// without one, the run, tool and arguments are.
+func (o *observation) retryKey() string {
+	if o.traceparent != "" {
+		return "tp:" + o.traceparent
+	}
+	if o.runID == "" {
+		return ""
+	}
+	return "run:" + o.runID + "\x00" + o.tool + "\x00" + o.argsDigest
+}
+
+// traceID is the trace id in the traceparent, if any.
+func (o *observation) traceID() string {
+	parts := strings.Split(o.traceparent, "-")
+	if len(parts) == 4 && len(parts[1]) == 32 {
+		return parts[1]
+	}
+	return ""
+}
+
+// incomingMessage is what the observer reads of a POST body.
+type incomingMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params *struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Meta      map[string]any  `json:"_meta"`
+	} `json:"params"`
+}
+
+// observe runs next for a request to agent and records it.
+func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
+	o := &observation{agent: agent, method: r.Method, start: time.Now()}
+	sn := &sniffer{ResponseWriter: w}
+	if r.Method == http.MethodPost {
+		o.timed = true
+		o.method = "unknown"
+		if msg, ok := peekMessage(r); ok {
+			o.readRequest(msg)
+			sn.wantID = msg.ID
+			sn.parse = msg.Method != "" && msg.ID != nil
+		}
+	}
+	var rec *Delegation
+	if o.method == "tools/call" {
+		rec = s.delegations.start(o)
+	}
+	next(sn, r)
+	o.duration = time.Since(o.start)
+	sn.finish(o, r.Context())
+	s.metrics.observe(o)
+	if rec != nil {
+		s.delegations.finish(rec, o)
+	}
+}
+
+func (o *observation) readRequest(msg *incomingMessage) {
+	switch {
+	case msg.Method != "":
+		o.method = msg.Method
+	case msg.ID != nil:
+		o.method = "response"
+	}
+	if msg.Method != "tools/call" || msg.Params == nil {
+		return
+	}
+	o.tool = msg.Params.Name
+	if tp, ok := msg.Params.Meta[telemetry.MetaTraceparent].(string); ok {
+		o.traceparent = tp
+	}
+	if c, ok, err := delegation.FromMeta(msg.Params.Meta); ok && err == nil {
+		o.runID = c.RunID
+		if n := len(c.Agents); n > 0 {
+			o.from = c.Agents[n-1]
+		}
+	}
+	sum := sha256.Sum256(msg.Params.Arguments)
+	o.argsDigest = hex.EncodeToString(sum[:8])
+}
+
+// peekMessage reads the POST body (bounded) and puts it back for the next
+// handler. ok is false when the body is too large or not a JSON object; the
+// middleware then answers it.
+func peekMessage(r *http.Request) (*incomingMessage, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxSniff+1))
+	// Put back what was read in front of what was not: the middleware
+	// enforces the real limit and reports read errors.
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil || len(body) > maxSniff {
+		return nil, false
+	}
+	var msg incomingMessage
+	if json.Unmarshal(body, &msg) != nil {
+		return nil, false
+	}
+	return &msg, true
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// sniffer passes a response through and parses, on the way, the JSON-RPC
+// response to the request (from a JSON body or an SSE stream).
+type sniffer struct {
+	http.ResponseWriter
+	wantID json.RawMessage
+	parse  bool
+
+	status      int
+	wroteHeader bool
+	sse         bool
+	buf         []byte // the JSON body, or the SSE stream's current line
+	data        []byte // the SSE event's data so far
+	overflow    bool
+
+	found    bool // the response to the request was seen
+	runID    string
+	rpcErr   *rpcErrorBody
+	isError  bool
+	errorMsg string
+}
+
+type rpcErrorBody struct {
+	Code    int64  `json:"code"`
+	Message string `json:"message"`
+}
+
+func (sn *sniffer) WriteHeader(code int) {
+	if !sn.wroteHeader {
+		sn.wroteHeader = true
+		sn.status = code
+		ct := sn.Header().Get("Content-Type")
+		sn.sse = strings.HasPrefix(ct, "text/event-stream")
+		if code >= 400 {
+			// Read an error body for its message, whatever the request.
+			sn.parse = true
+		}
+	}
+	sn.ResponseWriter.WriteHeader(code)
+}
+
+func (sn *sniffer) Write(p []byte) (int, error) {
+	if !sn.wroteHeader {
+		sn.WriteHeader(http.StatusOK)
+	}
+	if sn.parse && !sn.found && !sn.overflow {
+		sn.feed(p)
+	}
+	return sn.ResponseWriter.Write(p)
+}
+
+// Flush and Unwrap keep SSE streaming through the proxy
+// (http.ResponseController finds the real writer's Flush).
+func (sn *sniffer) Flush() {
+	if f, ok := sn.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (sn *sniffer) Unwrap() http.ResponseWriter { return sn.ResponseWriter }
+
+func (sn *sniffer) feed(p []byte) {
+	if !sn.sse {
+		if len(sn.buf)+len(p) > maxSniff {
+			sn.overflow, sn.buf = true, nil
+			return
+		}
+		sn.buf = append(sn.buf, p...)
+		return
+	}
+	for len(p) > 0 && !sn.found {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			sn.buf = append(sn.buf, p...)
+			if len(sn.buf) > maxSniff {
+				sn.overflow, sn.buf = true, nil
+			}
+			return
+		}
+		line := append(sn.buf, p[:i]...)
+		sn.buf, p = nil, p[i+1:]
+		sn.sseLine(bytes.TrimSuffix(line, []byte("\r")))
+	}
+}
+
+// sseLine handles one line of an SSE stream: data lines accumulate, a blank
+// line ends the event.
+func (sn *sniffer) sseLine(line []byte) {
+	if len(line) == 0 {
+		if len(sn.data) > 0 {
+			sn.message(sn.data)
+			sn.data = nil
+		}
+		return
+	}
+	if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+		if len(sn.data) > 0 {
+			sn.data = append(sn.data, '\n')
+		}
+		sn.data = append(sn.data, bytes.TrimPrefix(rest, []byte(" "))...)
+		if len(sn.data) > maxSniff {
+			sn.overflow, sn.data = true, nil
+		}
+	}
+}
+
+// message checks one JSON-RPC message for the response to the request.
+func (sn *sniffer) message(b []byte) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Result *struct {
+			IsError bool `json:"isError"`
+			// The ask tool's structured result names the run it started.
+			Structured *struct {
+				RunID string `json:"run_id"`
+			} `json:"structuredContent"`
+		} `json:"result"`
+		Error *rpcErrorBody `json:"error"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.Method != "" || (m.Result == nil && m.Error == nil) {
+		return
+	}
+	if sn.wantID != nil && m.ID != nil && !bytes.Equal(compact(m.ID), compact(sn.wantID)) {
+		return
+	}
+	sn.found = true
+	sn.rpcErr = m.Error
+	if m.Result != nil {
+		sn.isError = m.Result.IsError
+		if m.Result.Structured != nil {
+			sn.runID = m.Result.Structured.RunID
+		}
+	}
+}
+
+func compact(b json.RawMessage) []byte {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
+}
+
+// finish sets o's error kind and message from what the response was.
+func (sn *sniffer) finish(o *observation, ctx context.Context) {
+	status := http.StatusOK
+	if sn.wroteHeader {
+		status = sn.status
+	}
+	if status >= 400 {
+		// The body is a JSON-RPC error (any id: an HTTP-level error has a
+		// null one) or the studio's {"error": "..."}.
+		var e struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(sn.buf, &e) == nil && e.Error != nil {
+			var rpc rpcErrorBody
+			var text string
+			if json.Unmarshal(e.Error, &rpc) == nil && rpc.Message != "" {
+				o.message = rpc.Message
+			} else if json.Unmarshal(e.Error, &text) == nil {
+				o.message = text
+			}
+		}
+	} else if !sn.sse && len(sn.buf) > 0 && sn.parse {
+		sn.message(sn.buf)
+	}
+	if o.runID == "" {
+		o.runID = sn.runID
+	}
+	switch {
+	case status == http.StatusNotFound:
+		o.kind = "session_not_found"
+	case status == http.StatusServiceUnavailable:
+		o.kind = "agent_unavailable"
+	case status == http.StatusBadGateway:
+		o.kind = "upstream_error"
+	case status >= 400:
+		o.kind = statusLabel(status)
+	case !sn.parse || sn.found && sn.rpcErr == nil && !sn.isError:
+		// Nothing to find (a notification, a stream), or a result.
+	case sn.found && sn.rpcErr != nil:
+		o.kind, o.message = "rpc_error", sn.rpcErr.Message
+	case sn.found:
+		o.kind = "tool_error"
+	case sn.overflow:
+		o.kind = "unknown"
+	case ctx.Err() != nil:
+		// The client went away before the answer.
+		o.kind = "canceled"
+	default:
+		o.kind = "no_response"
+	}
+}

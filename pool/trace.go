@@ -1,0 +1,90 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Tracing. Every request the pool sends is a client span ("tools/call
+// TOOL", "tools/list"), and every session it establishes is a span of its own
+// under the request that needed it ("pool.dial", or "pool.reinitialize" when
+// it replaces a session the server forgot). The span of a tools/call covers
+// its retry, so both attempts carry the same traceparent.
+//
+// The W3C trace context of the request's span travels in the tools/call's
+// _meta as "traceparent" and "tracestate" (MCP SEP-414), where the server
+// extracts it and starts its own span as a child: one trace follows a task
+// across agents, through proxies that know nothing of tracing. With the
+// OpenTelemetry default (no SDK installed) no span is recording and no
+// traceparent is sent, unless the caller's context already carries a remote
+// one, which is handed on.
+
+// tracerName is the instrumentation scope of the pool's spans.
+const tracerName = "github.com/switchboard-run/switchboard/pool"
+
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(tracerName)
+}
+
+// startRequestSpan starts the client span of one pool operation.
+func (p *Pool) startRequestSpan(ctx context.Context, srv *Server, method, tool string) (context.Context, trace.Span) {
+	name := method
+	if tool != "" {
+		name += " " + tool
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("mcp.method.name", method),
+		attribute.String("switchboard.server", srv.Name),
+	}
+	if tool != "" {
+		attrs = append(attrs, attribute.String("gen_ai.tool.name", tool))
+	}
+	if srv.URL != "" {
+		attrs = append(attrs, attribute.String("url.full", srv.URL))
+	}
+	return p.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endSpan records err (if any) on span and ends it.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		var pe *Error
+		if errors.As(err, &pe) {
+			span.SetAttributes(attribute.String("error.type", pe.Kind.String()), attribute.Bool("switchboard.retried", pe.Retried))
+		}
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// withTraceMeta returns params carrying ctx's trace context in _meta, as a
+// copy; the caller's params are not modified. Without a span context it
+// returns params as they are.
+func withTraceMeta(ctx context.Context, params *mcp.CallToolParams) *mcp.CallToolParams {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	if len(c) == 0 {
+		return params
+	}
+	cp := *params
+	cp.Meta = maps.Clone(params.Meta)
+	if cp.Meta == nil {
+		cp.Meta = mcp.Meta{}
+	}
+	for k, v := range c {
+		cp.Meta[k] = v
+	}
+	return &cp
+}
