@@ -26,15 +26,18 @@ import (
 // restarted on the same address (forgetting every session, as a redeployed
 // server does), and lets a test answer chosen requests itself.
 type Server struct {
-	t         testing.TB
-	addr      string
-	stateless bool
+	t    testing.TB
+	addr string
+	opts Options
 
-	execs sync.Map // call id -> *atomic.Int64
+	execs       sync.Map     // call id -> *atomic.Int64
+	inFlight    atomic.Int64 // tool executions running now
+	maxInFlight atomic.Int64 // the most that ever ran at once
 
 	mu        sync.Mutex // protects the fields below
 	srv       *http.Server
 	mcpSrv    *mcp.Server
+	handler   http.Handler       // go-sdk's handler of this generation; see Forward
 	kill      context.CancelFunc // ends the running tools of this server generation, as a process exit does
 	ln        net.Listener
 	requests  []Recorded
@@ -65,10 +68,29 @@ type ToolIn struct {
 	Text string `json:"text,omitempty"`
 }
 
+// Options configure Start. The zero value is a stateful server whose
+// sessions never expire.
+type Options struct {
+	// Stateless selects go-sdk's Stateless mode.
+	Stateless bool
+	// SessionTimeout closes sessions idle this long, as a server's idle
+	// timeout does (go-sdk StreamableHTTPOptions.SessionTimeout).
+	SessionTimeout time.Duration
+}
+
 // NewServer starts a server; stateless selects go-sdk's Stateless mode.
 func NewServer(t testing.TB, stateless bool) *Server {
 	t.Helper()
-	s := &Server{t: t, stateless: stateless, gates: map[string]chan struct{}{}, entered: map[string]chan struct{}{}, cancelled: map[string]bool{}}
+	return Start(t, &Options{Stateless: stateless})
+}
+
+// Start starts a server configured by opts (nil: the defaults).
+func Start(t testing.TB, opts *Options) *Server {
+	t.Helper()
+	s := &Server{t: t, gates: map[string]chan struct{}{}, entered: map[string]chan struct{}{}, cancelled: map[string]bool{}}
+	if opts != nil {
+		s.opts = *opts
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -86,10 +108,12 @@ func (s *Server) mcpServer(life context.Context) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echo text back"}, func(ctx context.Context, req *mcp.CallToolRequest, in ToolIn) (*mcp.CallToolResult, any, error) {
 		s.count(in.ID)
+		defer s.done()
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "block", Description: "wait for the test to open the gate"}, func(ctx context.Context, req *mcp.CallToolRequest, in ToolIn) (*mcp.CallToolResult, any, error) {
 		s.count(in.ID)
+		defer s.done()
 		gate, entered := s.gate(in.ID)
 		close(entered)
 		select {
@@ -106,6 +130,7 @@ func (s *Server) mcpServer(life context.Context) *mcp.Server {
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "fail", Description: "return a JSON-RPC error"}, func(ctx context.Context, req *mcp.CallToolRequest, in ToolIn) (*mcp.CallToolResult, any, error) {
 		s.count(in.ID)
+		defer s.done()
 		return nil, nil, &jsonrpc.Error{Code: -32042, Message: "the archive is read-only"}
 	})
 	return srv
@@ -142,7 +167,19 @@ func (s *Server) Open(id string) {
 func (s *Server) count(id string) {
 	v, _ := s.execs.LoadOrStore(id, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
+	n := s.inFlight.Add(1)
+	for m := s.maxInFlight.Load(); n > m && !s.maxInFlight.CompareAndSwap(m, n); m = s.maxInFlight.Load() {
+	}
 }
+
+// done ends a tool execution started by count.
+func (s *Server) done() { s.inFlight.Add(-1) }
+
+// InFlight is the number of tool executions running now.
+func (s *Server) InFlight() int64 { return s.inFlight.Load() }
+
+// MaxInFlight is the most tool executions that ever ran at once.
+func (s *Server) MaxInFlight() int64 { return s.maxInFlight.Load() }
 
 func (s *Server) Executions(id string) int64 {
 	v, ok := s.execs.Load(id)
@@ -173,7 +210,10 @@ func (s *Server) Recorded() []Recorded {
 func (s *Server) serve(ln net.Listener) {
 	life, kill := context.WithCancel(context.Background())
 	mcpSrv := s.mcpServer(life)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, &mcp.StreamableHTTPOptions{Stateless: s.stateless})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, &mcp.StreamableHTTPOptions{
+		Stateless:      s.opts.Stateless,
+		SessionTimeout: s.opts.SessionTimeout,
+	})
 	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var info RPCInfo
 		if r.Method == http.MethodPost {
@@ -203,7 +243,7 @@ func (s *Server) serve(ln net.Listener) {
 	})
 	srv := &http.Server{Handler: wrapped}
 	s.mu.Lock()
-	s.srv, s.ln, s.mcpSrv, s.kill = srv, ln, mcpSrv, kill
+	s.srv, s.ln, s.mcpSrv, s.kill, s.handler = srv, ln, mcpSrv, kill, h
 	s.mu.Unlock()
 	go srv.Serve(ln)
 }
@@ -233,7 +273,7 @@ func (s *Server) Restart() {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	srv, mcpSrv, kill := s.srv, s.mcpSrv, s.kill
-	s.srv, s.mcpSrv, s.kill = nil, nil, nil
+	s.srv, s.mcpSrv, s.kill, s.handler = nil, nil, nil, nil
 	s.mu.Unlock()
 	if srv != nil {
 		srv.Close()
@@ -267,3 +307,83 @@ func (s *Server) MCPServer() *mcp.Server {
 	defer s.mu.Unlock()
 	return s.mcpSrv
 }
+
+// Sessions is the number of live sessions of the current generation (0
+// while the server is stopped).
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	mcpSrv := s.mcpSrv
+	s.mu.Unlock()
+	if mcpSrv == nil {
+		return 0
+	}
+	n := 0
+	for range mcpSrv.Sessions() {
+		n++
+	}
+	return n
+}
+
+// Forward serves r with the go-sdk handler of the current generation, for an
+// intercept that passes a request on and then does something to the answer
+// (see ResetMidResponse). It answers 503 while the server is stopped.
+func (s *Server) Forward(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.handler
+	s.mu.Unlock()
+	if h == nil {
+		http.Error(w, "server stopped", http.StatusServiceUnavailable)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// ResetMidResponse forwards r (so the request runs to completion on the
+// server), then sends the client the status, the headers and the first half
+// of the answer's body and resets the connection (RST, not FIN): the answer
+// to a request that ran is lost in the middle.
+func (s *Server) ResetMidResponse(w http.ResponseWriter, r *http.Request) {
+	rec := &bufferedResponse{header: http.Header{}}
+	s.Forward(rec, r)
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes()[:rec.body.Len()/2])
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		s.t.Errorf("mcptest: hijacking the connection to reset it: %v", err)
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0) // close sends RST
+	}
+	conn.Close()
+}
+
+// bufferedResponse is an http.ResponseWriter that keeps the whole answer.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+func (b *bufferedResponse) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+func (b *bufferedResponse) Flush() {}

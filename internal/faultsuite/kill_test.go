@@ -1,0 +1,147 @@
+package faultsuite
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/pool"
+)
+
+// agentSIGKILL: store_note calls stream through the studio to packrat, a
+// real agent process, which is killed with SIGKILL several times under that
+// load. Packrat's archive (SQLite, on disk) is the execution count: each call
+// stores one note tagged with its call id, and the notes under each tag are
+// counted afterwards.
+func agentSIGKILL(t *testing.T, p profile) Row {
+	dir := project(t, "packrat")
+	out := &syncBuffer{}
+	s, err := studio.Start(t.Context(), &studio.Options{
+		Dir:         dir,
+		Listen:      "127.0.0.1:0",
+		Executable:  switchboardBin,
+		AgentOutput: out,
+		MinBackoff:  20 * time.Millisecond,
+		MaxBackoff:  200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("agent output:\n%s", out)
+		}
+	})
+	if err := s.WaitReady(ctxTimeout(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	config := writeConfig(t, map[string]string{"packrat": s.AgentURL("packrat")})
+	c := startClient(t, config)
+	ty := newTally(t, c, fmt.Sprintf("agent process killed with SIGKILL under load (%d store_note calls, %d in flight, %d kills)", p.killCalls, p.killConcurrency, p.kills), "switchboard client → studio → agent process")
+
+	store := func(i int) call {
+		id := fmt.Sprintf("k%d", i)
+		return c.callArgs("packrat", "store_note", id, map[string]any{"text": "fault suite note " + id, "tags": []string{id}})
+	}
+	running := func(notPID int) studio.AgentInfo {
+		var info studio.AgentInfo
+		eventually(t, 30*time.Second, "packrat to run again", func() bool {
+			info = s.Agents()[0]
+			return info.State == studio.StateRunning && info.PID != 0 && info.PID != notPID
+		})
+		return info
+	}
+	// The calls run in segments, at most killConcurrency in flight. The first
+	// and the last segment run undisturbed; each one between kills the agent
+	// once its window is full and goes on sending while the studio restarts
+	// it. Each segment starts once the agent runs.
+	segments := p.kills + 2
+	lastPID, n := 0, 0
+	for seg := range segments {
+		info := running(lastPID)
+		var window []call
+		for i := range p.killCalls / segments {
+			if len(window) == p.killConcurrency {
+				ty.wait(window[0])
+				window = window[1:]
+			}
+			window = append(window, store(n))
+			n++
+			if seg > 0 && seg <= p.kills && i == p.killConcurrency-1 {
+				if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				lastPID = info.PID
+			}
+		}
+		ty.wait(window...)
+	}
+	running(lastPID)
+
+	// Count the notes under each call's tag with a separate client, so that
+	// the row's pool stats are the load's alone.
+	counts := map[string]int64{}
+	cc := startClient(t, config)
+	for _, o := range ty.calls {
+		a := cc.callArgs("packrat", "list_notes", o.callID, map[string]any{"tag": o.callID, "limit": 100}).wait()
+		var res struct {
+			StructuredContent struct {
+				Count int64 `json:"count"`
+			} `json:"structuredContent"`
+		}
+		if a.lost || a.Error != nil || json.Unmarshal(a.Result, &res) != nil {
+			t.Fatalf("counting the notes of %s: %+v", o.callID, a)
+		}
+		counts[o.callID] = res.StructuredContent.Count
+	}
+	cc.finish()
+	restarts := s.Agents()[0].Restarts
+	return ty.finish(func(id string) int64 { return counts[id] }, func(r *Row, st pool.Stats) string {
+		return fmt.Sprintf("the studio restarted packrat after each kill (%d restarts); the calls in flight at a kill came back outcome_unknown (%d cut off by the studio's 502), never replayed; the calls sent while it restarted got the studio's 503 (%d), also outcome_unknown: go-sdk drops the 503's JSON-RPC body (\"agent packrat is restarting\") and the pool does not take a 503 as proof that nothing ran; %d re-initializations failed with the 503 (transport: nothing ran); once the new process ran, the stale session's 404 led to a re-initialization (%d in all) and %d calls were recovered on the new session; no note was stored twice",
+			restarts, r.cause("outcome_unknown", "502 from the studio"), r.cause("outcome_unknown", "503 from the studio"), r.Errors["transport"], st.Reinitializations, r.Recovered)
+	})
+}
+
+// project makes a project directory holding copies of the named bundled
+// agents (agent.json and tools/).
+func project(t *testing.T, agents ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range agents {
+		src := filepath.Join(moduleRoot, "agents", name)
+		dst := filepath.Join(dir, "agents", name)
+		err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, path)
+			if d.IsDir() {
+				if rel != "." && rel != "tools" {
+					return filepath.SkipDir
+				}
+				return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+			}
+			if rel != "agent.json" && filepath.Dir(rel) != "tools" {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
