@@ -14,7 +14,7 @@ import (
 // the studio runs. A call is recorded when it starts ("running") and
 // completed when its response ends, so a long ask shows while it runs.
 //
-// Recovery is what the proxy can prove from the outside: a tools/call
+// Recovery is what the proxy can infer from the outside: a tools/call
 // answered 404 (its session was gone) followed by the same call (the same
 // traceparent, which the pool keeps across its one retry; or, without
 // tracing, the same run, tool and arguments) is the pool's retry on a new
@@ -54,9 +54,11 @@ type Delegation struct {
 const (
 	OutcomeRunning = "running"
 
-	RecoveryExpired   = "session expired; the pool retried on a new session"
-	RecoveryRecovered = "recovered: retried on a new session"
-	RecoveryFailed    = "retried on a new session; failed again"
+	RecoveryExpired   = "session expired"                           // a 404, no retry seen (yet)
+	RecoveryRetried   = "session expired; retried on a new session" // a 404 whose retry came
+	RecoveryRetrying  = "retrying on a new session"                 // the retry, running
+	RecoveryRecovered = "recovered: retried on a new session"       // the retry, succeeded
+	RecoveryFailed    = "retried on a new session; failed again"    // the retry, failed
 )
 
 type delegationLog struct {
@@ -86,11 +88,10 @@ func (l *delegationLog) start(o *observation) *Delegation {
 		ID: l.lastID, Start: o.start, Agent: o.agent, Tool: o.tool, From: o.from,
 		RunID: o.runID, Outcome: OutcomeRunning, TraceID: o.traceID(),
 	}
-	if key := o.retryKey(); key != "" {
-		if p, ok := l.pending[key]; ok && o.start.Sub(p.at) < retryWindow {
-			delete(l.pending, key)
-			d.Recovery = RecoveryExpired // until it finishes
-		}
+	if p, ok := l.pending[o.retryKey()]; ok && o.start.Sub(p.at) < retryWindow {
+		delete(l.pending, o.retryKey())
+		p.rec.Recovery = RecoveryRetried
+		d.Recovery = RecoveryRetrying
 	}
 	l.ring[l.next] = d
 	l.next = (l.next + 1) % len(l.ring)
@@ -107,24 +108,22 @@ func (l *delegationLog) finish(d *Delegation, o *observation) {
 	}
 	d.Message = o.message
 	d.DurationMS = float64(o.duration) / float64(time.Millisecond)
-	if d.Recovery != "" {
-		if o.kind == "" || o.kind == "tool_error" {
-			d.Recovery = RecoveryRecovered
-		} else {
-			d.Recovery = RecoveryFailed
-		}
-	}
-	if o.kind == "session_not_found" {
-		if key := o.retryKey(); key != "" {
-			now := time.Now()
-			for k, p := range l.pending {
-				if now.Sub(p.at) >= retryWindow {
-					delete(l.pending, k)
-				}
+	switch {
+	case d.Recovery == RecoveryRetrying && (o.kind == "" || o.kind == "tool_error"):
+		// The tool ran; its own error is still a recovered session.
+		d.Recovery = RecoveryRecovered
+	case d.Recovery == RecoveryRetrying:
+		// The pool retries once; this failure is final.
+		d.Recovery = RecoveryFailed
+	case o.kind == "session_not_found":
+		now := time.Now()
+		for k, p := range l.pending {
+			if now.Sub(p.at) >= retryWindow {
+				delete(l.pending, k)
 			}
-			d.Recovery = RecoveryExpired
-			l.pending[key] = pendingRetry{rec: d, at: now}
 		}
+		d.Recovery = RecoveryExpired
+		l.pending[o.retryKey()] = pendingRetry{rec: d, at: now}
 	}
 }
 

@@ -61,15 +61,12 @@ func (o *observation) outcome() string {
 
 // retryKey identifies a tools/call across the pool's retry of it: the
 // traceparent of the caller's request span is the same on both attempts;
-// without one, the run, tool and arguments are.
+// without one, the agent, run, tool and arguments are.
 func (o *observation) retryKey() string {
 	if o.traceparent != "" {
 		return "tp:" + o.traceparent
 	}
-	if o.runID == "" {
-		return ""
-	}
-	return "run:" + o.runID + "\x00" + o.tool + "\x00" + o.argsDigest
+	return "call:" + o.agent + "\x00" + o.runID + "\x00" + o.tool + "\x00" + o.argsDigest
 }
 
 // traceID is the trace id in the traceparent, if any.

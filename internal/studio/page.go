@@ -86,7 +86,12 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	w.Write(buf.Bytes())
 }
 
+// testHookOverview runs before /api/overview answers; the browser test
+// holds the page's first poll in it while it makes a delegation.
+var testHookOverview = func() {}
+
 func (s *Studio) serveOverview(w http.ResponseWriter, r *http.Request) {
+	testHookOverview()
 	mcphttp.WriteJSON(w, http.StatusOK, s.Overview(r.Context()))
 }
 
