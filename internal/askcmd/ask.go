@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -54,7 +55,11 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	}
 	defer st.close()
 
-	p := pool.New(&pool.Options{ClientInfo: &mcp.Implementation{Name: "switchboard-ask", Version: "0.1.0"}})
+	watch := newCancelWatch(http.DefaultTransport)
+	p := pool.New(&pool.Options{
+		HTTPClient: &http.Client{Transport: watch},
+		ClientInfo: &mcp.Implementation{Name: "switchboard-ask", Version: "0.1.0"},
+	})
 	defer p.Close() // before the studio closes: its DELETE must reach the agent
 
 	pr := newPrinter(stderr)
@@ -70,6 +75,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	out.Delegations = append(out.Delegations, pr.stop(final.Delegations)...)
 	switch {
 	case ctx.Err() != nil:
+		watch.wait() // see cancel.go
 		return fail(exitCancelled, fmt.Errorf("cancelled; the agent was told to stop: %w", ctx.Err()))
 	case err != nil:
 		return fail(exitFailed, fmt.Errorf("asking agent %s at %s: %w", cfg.agent, st.url, err))

@@ -14,10 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/delegation"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testDeadline bounds a wait that must succeed; reaching it is a failure.
 const testDeadline = 20 * time.Second
