@@ -76,5 +76,13 @@ func FromMeta(meta map[string]any) (c Chain, ok bool, err error) {
 	if c.Depth != len(c.Agents) {
 		return Chain{}, true, fmt.Errorf("_meta %q: depth %d does not match %d agents", MetaKey, c.Depth, len(c.Agents))
 	}
+	// Enter refuses an agent already on the chain, so a chain that names an
+	// agent twice was not built by agents: accepting it would let a call
+	// through whose path already loops.
+	for i, a := range c.Agents {
+		if slices.Contains(c.Agents[:i], a) {
+			return Chain{}, true, fmt.Errorf("_meta %q: agent %q appears twice in %s: the chain already loops", MetaKey, a, strings.Join(c.Agents, " → "))
+		}
+	}
 	return c, true, nil
 }
