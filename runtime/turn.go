@@ -4,10 +4,10 @@ package runtime
 // the model called tools, run them all (concurrently, through the pool),
 // append the assistant message and one tool message per call in the model's
 // order, and ask again; stop at the first answer in text, or after
-// max_steps completions. Each step re-reads nothing: the siblings' tools are
-// discovered once per turn, so a turn offers a stable tool list even if a
-// sibling changes its tools mid-turn (the pool's cache picks that up for the
-// next turn).
+// max_steps completions. The siblings' tools are discovered once per turn
+// (from the pool's cache while it is fresh), so every step of a turn offers
+// the model the same tools; a sibling that changes its tools is seen by the
+// next turn.
 
 import (
 	"cmp"
