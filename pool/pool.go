@@ -232,6 +232,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.counters.retries++
 			p.mu.Unlock()
 			retried = true
+			markRetry(ctx, err)
 			p.log.DebugContext(ctx, "retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
 			continue
 		}

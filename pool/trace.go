@@ -69,6 +69,14 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
+// markRetry notes on the request's span that it is being sent again on a
+// new session, and why.
+func markRetry(ctx context.Context, cause error) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.Bool("switchboard.retried", true))
+	span.AddEvent("retry on a new session", trace.WithAttributes(attribute.String("cause", cause.Error())))
+}
+
 // withTraceMeta returns params carrying ctx's trace context in _meta, as a
 // copy; the caller's params are not modified. Without a span context it
 // returns params as they are.
