@@ -84,7 +84,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	maxSteps := cmp.Or(a.opts.MaxSteps, a.def.MaxSteps, DefaultMaxSteps)
 	for res.Steps < maxSteps {
 		res.Steps++
-		resp, err := a.model.client.CreateChatCompletion(ctx, req)
+		resp, err := a.chat(ctx, req, res.Steps)
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()

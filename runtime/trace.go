@@ -1,0 +1,69 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Each model call is a client span named as the OpenTelemetry GenAI
+// conventions name it, "chat <model>", under whatever span the turn runs in
+// (the agent server's tools/call). The span carries the model, the step and
+// what came back (finish reason, tool calls, token counts), never the
+// prompt, the answer or the endpoint's error text: an error from a provider
+// can quote the API key, and a trace is stored where a log is not read.
+
+const tracerName = "github.com/switchboard-run/switchboard/runtime"
+
+// chat runs one chat completion inside its span.
+func (a *Agent) chat(ctx context.Context, req openai.ChatCompletionRequest, step int) (openai.ChatCompletionResponse, error) {
+	provider := "openai"
+	if a.model.builtin {
+		provider = BuiltinModel
+	}
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "chat "+a.model.name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", provider),
+		attribute.String("gen_ai.request.model", a.model.name),
+		attribute.String("switchboard.agent", a.def.Name),
+		attribute.Int("switchboard.step", step),
+		attribute.Int("switchboard.tools_offered", len(req.Tools)),
+	))
+	defer span.End()
+	resp, err := a.model.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		errType := "request"
+		var apiErr *openai.APIError
+		var reqErr *openai.RequestError
+		switch {
+		case ctx.Err() != nil:
+			errType = "canceled"
+		case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:
+			errType = strconv.Itoa(apiErr.HTTPStatusCode)
+		case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
+			errType = strconv.Itoa(reqErr.HTTPStatusCode)
+		}
+		span.SetAttributes(attribute.String("error.type", errType))
+		span.SetStatus(codes.Error, "model request failed")
+		return resp, err
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.response.model", resp.Model),
+		attribute.Int("gen_ai.usage.input_tokens", resp.Usage.PromptTokens),
+		attribute.Int("gen_ai.usage.output_tokens", resp.Usage.CompletionTokens),
+	}
+	if len(resp.Choices) > 0 {
+		c := resp.Choices[0]
+		attrs = append(attrs,
+			attribute.StringSlice("gen_ai.response.finish_reasons", []string{string(c.FinishReason)}),
+			attribute.Int("switchboard.tool_calls", len(c.Message.ToolCalls)))
+	}
+	span.SetAttributes(attrs...)
+	return resp, nil
+}
