@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-run/switchboard/pool"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -114,7 +115,8 @@ func (e *Executor) run(ctx context.Context, c Call) Result {
 	}
 	e.emit(ev)
 	start := time.Now()
-	res, err := e.call(ctx, t, args)
+	var info pool.CallInfo // what the pool did, also for a call that succeeded
+	res, err := e.call(pool.WithCallInfo(ctx, &info), t, args)
 	ev.Phase, ev.Time = PhaseFinish, time.Now()
 	ev.DurationMS = float64(time.Since(start)) / float64(time.Millisecond)
 
@@ -127,6 +129,13 @@ func (e *Executor) run(ctx context.Context, c Call) Result {
 		r.Content, r.Outcome = toolErrorText(r.Agent, r.Tool, res), OutcomeToolError
 	default:
 		r.Content, r.Outcome, r.IsError = ResultText(res), OutcomeOK, false
+	}
+	if info.Retried {
+		// The session had expired; the pool re-initialized it and sent the
+		// call again, which it does only when the first attempt provably
+		// did not run.
+		ev.Retried = true
+		ev.Recovered = err == nil
 	}
 	ev.Outcome = r.Outcome
 	r.Event = ev

@@ -201,6 +201,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 	defer release()
 
 	retried := false
+	info := callInfoFrom(ctx)
 	for attempt := 0; ; attempt++ {
 		e, err := p.acquire(ctx, srv, k)
 		if err != nil {
@@ -217,6 +218,9 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		}
 		pr := &probe{}
+		if info != nil {
+			info.Attempts, info.Retried = attempt+1, retried
+		}
 		err = op(withProbe(ctx, pr), e)
 		if err == nil {
 			p.release(e)

@@ -82,7 +82,13 @@ func TestRestartBetweenCalls(t *testing.T) {
 	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "before")
 	ts.Restart()
-	mustCall(t, p, srv, "echo", "after")
+	var info CallInfo
+	if _, err := call(WithCallInfo(context.Background(), &info), p, srv, "echo", "after"); err != nil {
+		t.Fatal(err)
+	}
+	if !info.Retried || info.Attempts != 2 {
+		t.Fatalf("CallInfo after a recovered call: %+v", info)
+	}
 
 	for _, id := range []string{"before", "after"} {
 		if n := ts.Executions(id); n != 1 {

@@ -105,8 +105,11 @@ func eventLine(ev delegation.Event) string {
 			fmt.Fprintf(&b, " %d %s", ev.Code, ev.Message)
 		}
 	}
-	if ev.Recovered || ev.Retried {
+	switch {
+	case ev.Recovered:
 		b.WriteString(" (recovered on a new session)")
+	case ev.Retried:
+		b.WriteString(" (retried once on a new session)")
 	}
 	return b.String()
 }
