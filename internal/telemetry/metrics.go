@@ -9,10 +9,11 @@ import (
 	"github.com/switchboard-run/switchboard/pool"
 )
 
-// Metric names shared by the studio and the agent servers. Every family
-// carries a "process" label (the studio, or the agent's name): the studio
-// serves its own metrics and each running agent's under one /metrics, and
-// families gathered from several processes must have the same labels.
+// Metric names shared by the studio and the agent servers. Each of these
+// families carries a "process" label (the studio, or the agent's name): the
+// studio serves its own metrics and each running agent's under one
+// /metrics, and a family gathered from several processes must have the same
+// label names in each.
 const (
 	LabelProcess = "process"
 
