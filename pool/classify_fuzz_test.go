@@ -1,0 +1,124 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// FuzzClassify checks the invariants of the retry decision over every shape
+// of error and evidence the pool can see:
+//
+//   - a request is sent again only when its own POST, carrying a session id,
+//     was answered 404, or when it never left the process (no POST) on an
+//     HTTP session that was already dead; never when the caller gave up;
+//   - a retried request always drops its session;
+//   - KindTransport ("nothing ran") only when nothing reached the server:
+//     no POST was sent, or the connection could not be made;
+//   - KindRPC always carries the server's own error, never go-sdk's
+//     transport marker (-32005), and only from a server that answered;
+//   - the Kind is one of the four.
+//
+// The seeds are in testdata/fuzz/FuzzClassify; run it with
+//
+//	go test -run '^$' -fuzz '^FuzzClassify$' -fuzztime 30s ./pool
+func FuzzClassify(f *testing.F) {
+	for _, s := range []struct {
+		shape, wraps, ctxShape uint8
+		code                   int64
+		overHTTP               bool
+		posts, status          int
+		withSession, notWrit   bool
+	}{
+		{shape: 1, overHTTP: true, posts: 1, status: 404, withSession: true},               // the 404 retry
+		{shape: 0, overHTTP: true, posts: 0},                                               // dead session, never sent
+		{shape: 2, code: -32600, overHTTP: true, posts: 1, status: 400, withSession: true}, // intermediary 400
+		{shape: 3, overHTTP: true, posts: 1, status: 0, withSession: true},                 // rejected marker, unanswered
+		{shape: 6, ctxShape: 1, overHTTP: true, posts: 1, status: 0, withSession: true},
+		{shape: 7, overHTTP: true, posts: 1, notWrit: true}, // connection refused
+		{shape: 2, code: -32042, overHTTP: false},           // stdio server error
+		{shape: 5, wraps: 3, code: -32601, overHTTP: true, posts: 2, status: 404, withSession: false},
+	} {
+		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit)
+	}
+	f.Fuzz(func(t *testing.T, shape, wraps, ctxShape uint8, code int64, overHTTP bool, posts, status int, withSession, notWritten bool) {
+		err := fuzzError(shape, code)
+		for range wraps % 4 {
+			err = fmt.Errorf("layer: %w", err)
+		}
+		var ctxErr error
+		switch ctxShape % 3 {
+		case 1:
+			ctxErr = context.Canceled
+		case 2:
+			ctxErr = context.DeadlineExceeded
+		}
+		ev := evidence{overHTTP: overHTTP, posts: posts, status: status, withSession: withSession, notWritten: notWritten}
+		v := classify(err, ev, ctxErr)
+
+		sessionDead := errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing)
+		own404 := overHTTP && posts > 0 && status == http.StatusNotFound && withSession
+		neverSent := overHTTP && posts == 0 && sessionDead
+		if v.retry {
+			if ctxErr != nil {
+				t.Fatalf("retry after the caller gave up: %+v for %v, %+v", v, err, ev)
+			}
+			if !own404 && !neverSent {
+				t.Fatalf("retry without proof that the request never ran: %+v for %v, %+v", v, err, ev)
+			}
+			if v.invalidate == "" {
+				t.Fatalf("retry on the same session: %+v", v)
+			}
+		}
+		if v.kind == KindTransport && !notWritten && !(overHTTP && posts == 0) {
+			t.Fatalf("KindTransport (nothing ran) for a request that may have reached the server: %v, %+v", err, ev)
+		}
+		switch v.kind {
+		case KindSessionExpired, KindOutcomeUnknown, KindTransport:
+		case KindRPC:
+			if v.rpc == nil || v.rpc.Code == codeRejectedByTransport {
+				t.Fatalf("KindRPC without the server's error: %+v for %v", v, err)
+			}
+			if overHTTP && status == 0 {
+				t.Fatalf("KindRPC from a server that never answered: %v, %+v", err, ev)
+			}
+		default:
+			t.Fatalf("kind %v", v.kind)
+		}
+	})
+}
+
+// fuzzError builds one of the errors go-sdk and net/http hand the pool.
+func fuzzError(shape uint8, code int64) error {
+	rpc := &jsonrpc.Error{Code: code, Message: "from the server"}
+	rejected := &jsonrpc.Error{Code: codeRejectedByTransport, Message: "rejected by transport"}
+	switch shape % 10 {
+	case 0:
+		return fmt.Errorf("calling %q: %w", "tools/call", mcp.ErrConnectionClosed)
+	case 1:
+		return fmt.Errorf("failed to connect: %w", mcp.ErrSessionMissing)
+	case 2:
+		return rpc
+	case 3:
+		return fmt.Errorf("%w: sending: %w", rejected, io.EOF)
+	case 4:
+		return errors.New("something else")
+	case 5:
+		return errors.Join(rpc, mcp.ErrConnectionClosed)
+	case 6:
+		return fmt.Errorf("%w: %w", rejected, context.Canceled)
+	case 7:
+		return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	case 8:
+		return fmt.Errorf("%w: %w", rpc, mcp.ErrSessionMissing)
+	default:
+		return fmt.Errorf("%w: %w", rejected, rpc)
+	}
+}
