@@ -115,8 +115,9 @@ func (e *Executor) run(ctx context.Context, c Call) Result {
 	}
 	e.emit(ev)
 	start := time.Now()
+	sctx, span := e.startSpan(ctx, c, t)
 	var info pool.CallInfo // what the pool did, also for a call that succeeded
-	res, err := e.call(pool.WithCallInfo(ctx, &info), t, args)
+	res, err := e.call(pool.WithCallInfo(sctx, &info), t, args)
 	ev.Phase, ev.Time = PhaseFinish, time.Now()
 	ev.DurationMS = float64(time.Since(start)) / float64(time.Millisecond)
 
@@ -138,6 +139,7 @@ func (e *Executor) run(ctx context.Context, c Call) Result {
 		ev.Recovered = err == nil
 	}
 	ev.Outcome = r.Outcome
+	endSpan(span, ev)
 	r.Event = ev
 	e.emit(ev)
 	return r

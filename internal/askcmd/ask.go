@@ -35,8 +35,11 @@ type askResult struct {
 
 func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	start := time.Now()
+	ctx, span := startAskSpan(ctx, cfg)
+	defer span.End()
 	out := output{Agent: cfg.agent, Delegations: []delegation.Event{}}
 	fail := func(code int, err error) int {
+		failSpan(span, err)
 		out.DurationMS = time.Since(start).Milliseconds()
 		if cfg.json {
 			out.Error = err.Error()
@@ -64,6 +67,10 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 
 	pr := newPrinter(stderr)
 	srv := &pool.Server{Name: cfg.agent, URL: st.url + "/api/agents/" + url.PathEscape(cfg.agent) + "/mcp"}
+	if cfg.token != "" {
+		// A studio with a token wants it on every /api/ request.
+		srv.Headers = map[string]string{"Authorization": "Bearer " + cfg.token}
+	}
 	res, err := p.CallTool(pool.WithProgress(ctx, pr.progress), srv, &mcp.CallToolParams{
 		Name:      "ask",
 		Arguments: map[string]any{"task": cfg.task},

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
@@ -44,11 +46,20 @@ func startInProcess(ctx context.Context, cfg *config, stderr io.Writer) (*studio
 	if cfg.model != "" {
 		env = append(env, "OPENAI_MODEL="+cfg.model) // read by runtime in each agent
 	}
+	// The studio's own lines go to the same file as its agents', in the
+	// same format; parseArgs checked it.
+	logger, err := logging.New(logFile, cfg.logFormat, slog.LevelInfo)
+	if err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting a studio: %w", err)
+	}
 	st, err := studio.Start(ctx, &studio.Options{
 		Dir:         cfg.dir,
 		Listen:      "127.0.0.1:0",
 		Env:         env,
 		AgentOutput: logFile,
+		Logger:      logger,
+		LogFormat:   cfg.logFormat,
 	})
 	if err != nil {
 		logFile.Close()

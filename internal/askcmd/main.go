@@ -19,9 +19,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
 const usage = `usage: switchboard ask [flags] "TASK"
@@ -56,6 +60,8 @@ type config struct {
 	dir       string
 	model     string
 	task      string
+	logFormat string // of a studio ask starts: its log file's format
+	token     string // $SWITCHBOARD_TOKEN, sent to the studio
 }
 
 // Main runs the command with args (after its own name) and returns the exit
@@ -69,6 +75,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintf(stderr, "switchboard ask: %v\n", err)
 		return exitUsage
 	}
+	cfg.token = os.Getenv(studio.EnvToken)
+	defer setupTracing(ctx, stderr)()
 	return run(ctx, cfg, stdout, stderr)
 }
 
@@ -88,6 +96,7 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*co
 	fs.StringVar(&cfg.studioURL, "studio", "", "the studio's URL (default $"+EnvStudioURL+", else "+DefaultStudioURL+")")
 	fs.StringVar(&cfg.dir, "dir", ".", "the project directory holding agents/, for a studio ask starts")
 	fs.StringVar(&cfg.model, "model", "", "the model name, for a studio ask starts (default: each agent's agent.json)")
+	fs.StringVar(&cfg.logFormat, "log-format", "", "log format of a studio ask starts (its log file, agents included): "+logging.Formats+" (default text)")
 
 	var words, tail []string
 	rest := args
@@ -112,6 +121,9 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*co
 	}
 	if cfg.agent == "" {
 		return nil, errors.New("--agent is empty")
+	}
+	if _, err := logging.New(io.Discard, cfg.logFormat, slog.LevelInfo); err != nil {
+		return nil, fmt.Errorf("--log-format: %w", err)
 	}
 	if cfg.studioURL != "" {
 		cfg.explicit = true

@@ -73,9 +73,10 @@ func (m *keyEchoingModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TestLogsCarryNoSecrets runs `switchboard up` and `switchboard client`
 // with --log-format json, a bearer token for the studio and an API key for
 // a model that echoes the key back in an error, makes a delegation and a
-// failing ask, and checks every line the studio, its agents and the client
-// wrote on stderr: none contains the token or the key, each is JSON, and
-// the coordinator's lines about a run name it.
+// failing ask (and one more with `switchboard ask`), and checks every line
+// the studio, its agents and the client wrote on stderr: none contains the
+// token or the key, each is JSON, and the coordinator's lines about a run
+// name it.
 func TestLogsCarryNoSecrets(t *testing.T) {
 	const (
 		token = "sbtok-5a1f3c9e-marker-do-not-log"
@@ -126,6 +127,22 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	model.mu.Unlock()
 	if authed < 3 {
 		t.Fatalf("the model saw the key on %d requests, want 3: the test did not exercise it", authed)
+	}
+
+	// `switchboard ask` sends the token too; its stderr shows the
+	// delegations as they happen (not log lines, so not JSON), and must not
+	// show a secret either.
+	ask := exec.CommandContext(t.Context(), switchboardBin, "ask", "--studio", base, "calculate 17 * 3")
+	ask.Env = append(os.Environ(), env...)
+	var askErr syncBuf
+	ask.Stderr = &askErr
+	if out, err := ask.Output(); err != nil || !strings.Contains(string(out), "abacus says") {
+		t.Fatalf("switchboard ask with the token: %v\nstdout:\n%s\nstderr:\n%s", err, out, askErr.String())
+	}
+	for _, secret := range []string{token, key} {
+		if strings.Contains(askErr.String(), secret) {
+			t.Errorf("switchboard ask wrote a secret on stderr:\n%s", askErr.String())
+		}
 	}
 
 	status := exec.CommandContext(t.Context(), switchboardBin, "status", "--studio", base)
