@@ -255,7 +255,7 @@ func (st *Status) print(w io.Writer) {
 		if a.ToolsError != "" {
 			tools = "(" + a.ToolsError + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, a.State, a.Restarts, c.Calls, c.Errors, ms(c.P50MS, c.Calls), ms(c.P95MS, c.Calls), tools)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, a.State, a.Restarts, c.Calls, c.Errors, ms(c.P50MS), ms(c.P95MS), tools)
 	}
 	tw.Flush()
 	for _, a := range st.Agents {
@@ -281,9 +281,9 @@ func (st *Status) print(w io.Writer) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, d := range st.Delegations[:min(recent, len(st.Delegations))] {
 		from := cmp.Or(d.From, "client")
-		dur := ""
+		dur := "…"
 		if d.Outcome != studio.OutcomeRunning {
-			dur = ms(d.DurationMS, 1)
+			dur = ms(d.DurationMS)
 		}
 		line := fmt.Sprintf("%s\t%s → %s.%s\t%s\t%s", d.Start.Local().Format(time.TimeOnly), from, d.Agent, d.Tool, d.Outcome, dur)
 		if d.Recovery != "" {
@@ -297,9 +297,10 @@ func (st *Status) print(w io.Writer) {
 	tw.Flush()
 }
 
-func ms(v float64, n int64) string {
+// ms renders a latency in milliseconds; zero (no observations) is "-".
+func ms(v float64) string {
 	switch {
-	case n == 0:
+	case v == 0:
 		return "-"
 	case v >= 1000:
 		return fmt.Sprintf("%.2fs", v/1000)

@@ -1,0 +1,147 @@
+package statuscmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboard-run/switchboard/internal/studio"
+)
+
+const metricsText = `# TYPE switchboard_tool_calls_total counter
+switchboard_tool_calls_total{agent="abacus",outcome="ok",tool="calculate"} 8
+switchboard_tool_calls_total{agent="abacus",outcome="tool_error",tool="calculate"} 2
+switchboard_tool_calls_total{agent="oracle",outcome="ok",tool="ask"} 1
+# TYPE switchboard_tool_call_duration_seconds histogram
+switchboard_tool_call_duration_seconds_bucket{agent="abacus",tool="calculate",le="0.001"} 0
+switchboard_tool_call_duration_seconds_bucket{agent="abacus",tool="calculate",le="0.01"} 10
+switchboard_tool_call_duration_seconds_bucket{agent="abacus",tool="calculate",le="+Inf"} 10
+switchboard_tool_call_duration_seconds_sum{agent="abacus",tool="calculate"} 0.05
+switchboard_tool_call_duration_seconds_count{agent="abacus",tool="calculate"} 10
+`
+
+// fakeStudio serves /api/overview and /metrics as a studio does, and
+// demands the token when one is given.
+func fakeStudio(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ov := studio.Overview{
+		URL: "http://studio.test",
+		Agents: []studio.AgentInfo{
+			{Name: "abacus", State: studio.StateRunning, Tools: []string{"calculate", "date_math"}},
+			{Name: "oracle", State: studio.StateRestarting, Restarts: 2, Tools: []string{}, LastError: "exited: exit status 1"},
+		},
+		Pools: []studio.PoolInfo{{Process: "studio", Open: 2, Idle: 2, Dials: 2}, {Process: "oracle", Open: 1, InUse: 1, Dials: 3, Reinitializations: 1, Retries: 1, Invalidations: 1}},
+		Delegations: []studio.Delegation{
+			{ID: 2, Start: start, From: "oracle", Agent: "abacus", Tool: "calculate", Outcome: "ok", DurationMS: 1.5, Recovery: studio.RecoveryRecovered},
+			{ID: 1, Start: start, Agent: "oracle", Tool: "ask", Outcome: studio.OutcomeRunning},
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, `{"error":"a bearer token is required"}`, http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/api/overview":
+			json.NewEncoder(w).Encode(ov)
+		case "/metrics":
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			io.WriteString(w, metricsText)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStatus(t *testing.T) {
+	srv := fakeStudio(t, "tok-123456")
+	t.Setenv(studio.EnvToken, "tok-123456")
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--studio", srv.URL}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"studio http://studio.test: 2 agents, 1 running",
+		"abacus  running     0         10     2       5.5ms  9.5ms  calculate, date_math",
+		"oracle  restarting  2         1      0       -      -",
+		"oracle last exited: exited: exit status 1",
+		"oracle  1     1       0     3      1        1        1",
+		"oracle → abacus.calculate  ok       1.5ms  recovered: retried on a new session",
+		"client → oracle.ask        running  …",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+
+	out.Reset()
+	if code := Main(context.Background(), []string{"--studio", srv.URL, "--json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errOut.String())
+	}
+	var st Status
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil || len(st.Calls) != 2 {
+		t.Fatalf("--json: %v %+v", err, st.Calls)
+	}
+	// Ten calls in the (1ms, 10ms] bucket: the median is interpolated
+	// halfway, 5.5ms; the 95th 9.55ms.
+	if c := st.Calls[0]; c.Agent != "abacus" || c.Calls != 10 || c.Errors != 2 || math.Abs(c.P50MS-5.5) > 1e-9 || math.Abs(c.P95MS-9.55) > 1e-9 {
+		t.Errorf("--json: %+v", c)
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	srv := fakeStudio(t, "tok-123456")
+	t.Setenv(studio.EnvToken, "")
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--studio", srv.URL}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
+		t.Errorf("without the token: exit %d, %q", code, errOut.String())
+	}
+	errOut.Reset()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	if code := Main(context.Background(), []string{"--studio", closed.URL}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no studio at") {
+		t.Errorf("no studio: exit %d, %q", code, errOut.String())
+	}
+	if code := Main(context.Background(), []string{"extra"}, nil, &out, &errOut); code != 2 {
+		t.Errorf("an argument: exit %d", code)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	h := func(counts ...uint64) *dto.Histogram {
+		bounds := []float64{0.01, 0.1, 1}
+		hist := &dto.Histogram{SampleCount: proto.Uint64(counts[len(counts)-1])}
+		for i, b := range bounds {
+			hist.Bucket = append(hist.Bucket, &dto.Bucket{UpperBound: proto.Float64(b), CumulativeCount: proto.Uint64(counts[i])})
+		}
+		return hist
+	}
+	for _, c := range []struct {
+		q    float64
+		hs   []*dto.Histogram
+		want float64
+	}{
+		{0.5, []*dto.Histogram{h(0, 10, 10, 10)}, 0.055},
+		{0.5, []*dto.Histogram{h(10, 10, 10, 10), h(0, 0, 10, 10)}, 0.01},
+		{0.99, []*dto.Histogram{h(0, 0, 0, 4)}, 1}, // beyond the last bound: the bound
+		{0.5, nil, 0},
+	} {
+		if got := quantile(c.q, c.hs); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+}
