@@ -38,11 +38,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	dataDir := fs.String("data-dir", "", "the agent's data directory (default .switchboard/data/<name>)")
 	sessionTimeout := fs.Duration("session-timeout", DefaultSessionTimeout, "close sessions idle this long (0: never)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
+	maxConcurrent := fs.Int("max-concurrent", 0, "tools/call requests run at once; more wait, each until its caller's deadline (0: no cap)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *agentDir == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: switchboard agent serve --agent agents/NAME [--listen 127.0.0.1:0] [--data-dir DIR] [--session-timeout 30m] [--log-format text|json]")
+	if *agentDir == "" || fs.NArg() > 0 || *maxConcurrent < 0 {
+		fmt.Fprintln(stderr, "usage: switchboard agent serve --agent agents/NAME [--listen 127.0.0.1:0] [--data-dir DIR] [--session-timeout 30m] [--max-concurrent N] [--log-format text|json]")
 		return 2
 	}
 	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)
@@ -54,7 +55,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if timeout == 0 {
 		timeout = -1 // Options: negative means never
 	}
-	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, Logger: logger}, stdout, logger); err != nil {
+	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, MaxConcurrentCalls: *maxConcurrent, Logger: logger}, stdout, logger); err != nil {
 		// Plainly, not through the logger: this is the line a person (or
 		// the studio's "last log line") needs to read.
 		fmt.Fprintf(stderr, "switchboard agent serve: %v\n", err)

@@ -46,6 +46,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Token, when set, is a bearer token every request must carry.
 	Token string
+	// MaxConcurrentCalls caps the tools/call requests that run at once;
+	// more wait for a slot, each until its caller gives up (see limit.go).
+	// Zero means no cap.
+	MaxConcurrentCalls int
 	// Logger; default: discard.
 	Logger *slog.Logger
 	// Pool carries the agent's own delegations (the ask tool's model turn).
@@ -63,6 +67,7 @@ type Server struct {
 	closers []namedCloser // the toolsets', in registration order
 	ask     *asker
 	metrics *serverMetrics
+	limit   *limiter // nil without Options.MaxConcurrentCalls
 
 	closeOnce sync.Once
 	closeErr  error
@@ -104,6 +109,11 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		Instructions: def.Description,
 		Logger:       logger,
 	})
+	if o.MaxConcurrentCalls > 0 {
+		// Added first, so innermost: a call the chain refuses takes no slot.
+		s.limit = newLimiter(def.Name, o.MaxConcurrentCalls, logger)
+		s.mcp.AddReceivingMiddleware(s.limit.middleware)
+	}
 	s.mcp.AddReceivingMiddleware(chainMiddleware(def.Name, def.MaxDepth, logger))
 	// Added after the chain's, so outside it: a refused call is traced too.
 	s.mcp.AddReceivingMiddleware(traceMiddleware(def.Name))
