@@ -1,12 +1,8 @@
 package agentserver
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
@@ -17,21 +13,6 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentserver-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if moduleRoot, err = mcphttptest.ModuleRoot(); err == nil {
-		switchboardBin, err = mcphttptest.BuildSwitchboard(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
-}
+func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
 
 func bundledAgent(name string) string { return filepath.Join(moduleRoot, "agents", name) }

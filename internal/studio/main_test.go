@@ -2,13 +2,10 @@ package studio
 
 import (
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
@@ -20,22 +17,7 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "studio-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if moduleRoot, err = mcphttptest.ModuleRoot(); err == nil {
-		switchboardBin, err = mcphttptest.BuildSwitchboard(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
-}
+func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
 
 // project makes a project directory holding copies of the named bundled
 // agents (agent.json and tools/), so that tests never write under the

@@ -26,7 +26,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-run/switchboard/internal/askcmd"
@@ -40,22 +39,7 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "telemetry-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if moduleRoot, err = mcphttptest.ModuleRoot(); err == nil {
-		switchboardBin, err = mcphttptest.BuildSwitchboard(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
-}
+func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
 
 // span is one finished span, from this process's in-memory exporter or
 // from an agent process through OTLP, in one comparable form.

@@ -1,8 +1,12 @@
 package mcphttptest
 
 import (
+	"os"
+	"testing"
+
 	"bytes"
 	"fmt"
+	"go.uber.org/goleak"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,4 +41,25 @@ func BuildSwitchboard(dir string) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/switchboard: %w\n%s", err, out.Bytes())
 	}
 	return bin, nil
+}
+
+// RunTests is the whole TestMain of a package whose tests run the real
+// binary: it builds switchboard into a temporary directory, sets *bin and
+// *root (the module root), runs the tests under goleak, removes the
+// directory and exits with the tests' code.
+func RunTests(m *testing.M, bin, root *string) {
+	dir, err := os.MkdirTemp("", "switchboard-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *root, err = ModuleRoot(); err == nil {
+		*bin, err = BuildSwitchboard(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
