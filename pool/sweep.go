@@ -44,6 +44,13 @@ func (p *Pool) collectIdle(now time.Time) []*entry {
 	for k, e := range p.entries {
 		if e.inUse == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
 			delete(p.entries, k)
+			// The key's bookkeeping goes with its last session: a pool that
+			// sees many identities over time must not keep an entry per
+			// identity it ever served. A later dial of k starts afresh
+			// (generation 1, its era discovered again unless pinned).
+			delete(p.gens, k)
+			delete(p.eras, k)
+			delete(p.reinit, k)
 			e.state = stateClosed
 			e.closeReason = reasonIdle
 			idle = append(idle, e)
