@@ -52,10 +52,12 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// The rows, in the order the subtests of TestFaults record them.
+// The rows, in the order the subtests of TestFaults and TestLimits record
+// them.
 var (
 	rowsMu sync.Mutex
 	rows   []Row
+	limits []Limit
 )
 
 func record(r Row) {
@@ -64,13 +66,20 @@ func record(r Row) {
 	rowsMu.Unlock()
 }
 
+func recordLimit(l Limit) {
+	rowsMu.Lock()
+	limits = append(limits, l)
+	rowsMu.Unlock()
+}
+
 func writeTable(path string) error {
 	rowsMu.Lock()
 	defer rowsMu.Unlock()
 	data, err := json.MarshalIndent(struct {
-		Profile string `json:"profile"`
-		Rows    []Row  `json:"rows"`
-	}{profileName(), rows}, "", "  ")
+		Profile string  `json:"profile"`
+		Rows    []Row   `json:"rows"`
+		Limits  []Limit `json:"limits"`
+	}{profileName(), rows, limits}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@
 //	go run ./internal/faultsuite/cmd/faulttable
 //
 // which runs the same test with -faults.full and prints the table. This file
-// holds the table's row and its rendering, shared by the test and the
+// holds the tables' rows and their rendering, shared by the test and the
 // command.
 package faultsuite
 
@@ -104,6 +104,21 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %d | %d | %d | %s |\n",
 			cell(r.Fault), cell(r.Via), r.Attempted, r.FirstTime, r.Recovered, cell(r.ErrorSummary()),
 			r.MaxExecutions, r.Duplicates, r.Lost, cell(r.Did))
+	}
+}
+
+// A Limit is one limit that must hold under load, and what it did.
+type Limit struct {
+	Check  string `json:"check"`
+	Result string `json:"result"`
+}
+
+// WriteLimitsMarkdown writes limits as the limits table of docs/FAULTS.md.
+func WriteLimitsMarkdown(w io.Writer, limits []Limit) {
+	fmt.Fprintln(w, "| limit under load | result |")
+	fmt.Fprintln(w, "|---|---|")
+	for _, l := range limits {
+		fmt.Fprintf(w, "| %s | %s |\n", cell(l.Check), cell(l.Result))
 	}
 }
 

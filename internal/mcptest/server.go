@@ -76,6 +76,8 @@ type Options struct {
 	// SessionTimeout closes sessions idle this long, as a server's idle
 	// timeout does (go-sdk StreamableHTTPOptions.SessionTimeout).
 	SessionTimeout time.Duration
+	// NoRecord leaves Recorded empty, for load tests that measure memory.
+	NoRecord bool
 }
 
 // NewServer starts a server; stateless selects go-sdk's Stateless mode.
@@ -233,7 +235,9 @@ func (s *Server) serve(ln net.Listener) {
 			info = RPCInfo{Method: msg.Method, ID: msg.ID, Tool: msg.Params.Name, CallID: msg.Params.Arguments.ID}
 		}
 		s.mu.Lock()
-		s.requests = append(s.requests, Recorded{Method: r.Method, SessionID: r.Header.Get("Mcp-Session-Id"), RPC: info.Method})
+		if !s.opts.NoRecord {
+			s.requests = append(s.requests, Recorded{Method: r.Method, SessionID: r.Header.Get("Mcp-Session-Id"), RPC: info.Method})
+		}
 		intercept := s.intercept
 		s.mu.Unlock()
 		if intercept != nil && intercept(w, r, info) {

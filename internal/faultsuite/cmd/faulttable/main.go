@@ -4,9 +4,9 @@
 //	go run ./internal/faultsuite/cmd/faulttable          # the full profile
 //	go run ./internal/faultsuite/cmd/faulttable -short   # the CI profile
 //
-// It runs `go test -run '^TestFaults$' ./internal/faultsuite` with the
-// suite's -faults.full and -faults.table flags, so the figures come from the
-// same test CI runs; go test's own output goes to stderr.
+// It runs `go test -run '^(TestFaults|TestLimits)$' ./internal/faultsuite`
+// with the suite's -faults.full and -faults.table flags, so the figures come
+// from the same tests CI runs; go test's own output goes to stderr.
 package main
 
 import (
@@ -39,7 +39,7 @@ func main() {
 	defer os.RemoveAll(tmp)
 	table := filepath.Join(tmp, "table.json")
 
-	args := []string{"test", "-count=1", "-timeout=30m", "-run=^TestFaults$"}
+	args := []string{"test", "-count=1", "-timeout=30m", "-run=^(TestFaults|TestLimits)$"}
 	if *race {
 		args = append(args, "-race")
 	}
@@ -60,8 +60,9 @@ func main() {
 		fail("the suite wrote no table: %v", err)
 	}
 	var t struct {
-		Profile string           `json:"profile"`
-		Rows    []faultsuite.Row `json:"rows"`
+		Profile string             `json:"profile"`
+		Rows    []faultsuite.Row   `json:"rows"`
+		Limits  []faultsuite.Limit `json:"limits"`
 	}
 	if err := json.Unmarshal(data, &t); err != nil {
 		fail("reading the table: %v", err)
@@ -72,6 +73,8 @@ func main() {
 	}
 	fmt.Printf("Profile: %s.\n\n", t.Profile)
 	faultsuite.WriteMarkdown(os.Stdout, t.Rows)
+	fmt.Println()
+	faultsuite.WriteLimitsMarkdown(os.Stdout, t.Limits)
 }
 
 func fail(format string, args ...any) {
