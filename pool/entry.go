@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ type entry struct {
 	onExpiry func()
 
 	// Guarded by Pool.mu.
+	notices     []*probe // calls cancelled while sent: their cancel notice may still be on its way
 	state       entryState
 	inUse       int
 	created     time.Time
@@ -80,4 +82,18 @@ func (e *entry) clearTools() {
 	e.tools, e.toolsAt = nil, time.Time{}
 	e.toolsVer++
 	e.toolsMu.Unlock()
+}
+
+// addNoticeLocked remembers a cancelled call whose notifications/cancelled
+// go-sdk is about to send, dropping those already delivered. Pool.mu held.
+func (e *entry) addNoticeLocked(pr *probe) {
+	e.notices = slices.DeleteFunc(e.notices, func(p *probe) bool {
+		select {
+		case <-p.noticeSent:
+			return true
+		default:
+			return false
+		}
+	})
+	e.notices = append(e.notices, pr)
 }

@@ -23,8 +23,15 @@ import (
 type probeKey struct{}
 
 // A probe records what happened to the first POST of one pooled request.
+//
+// go-sdk sends notifications/cancelled for a cancelled call on
+// context.WithoutCancel of the call's context, so that POST carries the
+// probe too: it is the request's second POST, and noticeSent is closed when
+// it has been answered (see Pool.closeEntry).
 type probe struct {
-	posts atomic.Int32 // POSTs issued with this probe's context
+	posts      atomic.Int32 // POSTs issued with this probe's context
+	noticeOnce sync.Once
+	noticeSent chan struct{} // closed when a later POST (the cancel notice) completed
 
 	mu          sync.Mutex // protects the fields below
 	status      int        // HTTP status of the first POST; 0 if unanswered
@@ -85,11 +92,18 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	stop := context.AfterFunc(r.entry.abortCtx, cancel)
 	req = req.WithContext(ctx)
 
-	var pr *probe
-	if p, ok := req.Context().Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost && p.posts.Add(1) == 1 {
-		pr = p
+	var pr, notice *probe
+	if p, ok := req.Context().Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost {
+		if p.posts.Add(1) == 1 {
+			pr = p
+		} else {
+			notice = p
+		}
 	}
 	resp, err := r.base.RoundTrip(req)
+	if notice != nil {
+		notice.noticeOnce.Do(func() { close(notice.noticeSent) })
+	}
 	if err != nil {
 		stop()
 		cancel()

@@ -612,3 +612,57 @@ func TestIdentitiesNeverShareASession(t *testing.T) {
 		t.Fatalf("stats: %+v", st)
 	}
 }
+
+// A call cancelled just before the pool closes: go-sdk sends its
+// notifications/cancelled from a goroutine of its own, and the session must
+// not be closed (DELETE) before that notice is delivered. The server holds
+// the notice; the DELETE must not overtake it.
+func TestCloseDeliversCancelNoticesFirst(t *testing.T) {
+	waiting := make(chan int, 1)
+	old := testHookAwaitNotices
+	testHookAwaitNotices = func(n int) { waiting <- n }
+	t.Cleanup(func() { testHookAwaitNotices = old })
+
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := server(ts, "a")
+	noticeArrived, release, deleteArrived := make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
+		switch {
+		case rpc.Method == "notifications/cancelled":
+			close(noticeArrived)
+			<-release
+		case r.Method == http.MethodDelete:
+			deleteArrived <- struct{}{}
+		}
+		return false
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, p, srv, "block", "c")
+		errc <- err
+	}()
+	ts.WaitEntered("c")
+	cancel()
+	<-errc
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+
+	<-noticeArrived
+	select {
+	case n := <-waiting:
+		if n != 1 {
+			t.Fatalf("close waits for %d notices, want 1", n)
+		}
+	case <-deleteArrived:
+		close(release)
+		t.Fatal("the session's DELETE overtook the cancel notice of a call on it")
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("Close neither waited for the cancel notice nor closed the session")
+	}
+	close(release)
+	<-closed
+	eventually(t, "the tool to see its cancellation", func() bool { return ts.WasCancelled("c") })
+}

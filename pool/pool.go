@@ -31,6 +31,7 @@ const maxRetries = 1
 var (
 	testHookClose        = func(inUse int) {} // a close starts; called with p.mu held
 	testHookCleanerSwept = func() {}          // the idle cleaner finished a sweep
+	testHookAwaitNotices = func(n int) {}     // a close waits for n cancel notices
 )
 
 // Options configure a Pool. The zero value of every field means its default.
@@ -217,7 +218,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			}
 			return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		}
-		pr := &probe{}
+		pr := &probe{noticeSent: make(chan struct{})}
 		if info != nil {
 			info.Attempts, info.Retried = attempt+1, retried
 		}
@@ -226,7 +227,15 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.release(e)
 			return nil
 		}
-		v := classify(err, pr.evidence(e.http), ctx.Err())
+		ev := pr.evidence(e.http)
+		v := classify(err, ev, ctx.Err())
+		if ctx.Err() != nil && e.http && ev.posts > 0 && v.invalidate == "" {
+			// go-sdk tells the server the call is cancelled from a goroutine
+			// of its own; closing the session first would lose that.
+			p.mu.Lock()
+			e.addNoticeLocked(pr)
+			p.mu.Unlock()
+		}
 		if v.invalidate != "" {
 			p.invalidate(e, v.invalidate)
 		}
@@ -507,7 +516,10 @@ func (p *Pool) closeEntry(e *entry, reason string) {
 		defer p.bg.Done()
 		p.mu.Lock()
 		testHookClose(e.inUse)
+		notices := e.notices
+		e.notices = nil
 		p.mu.Unlock()
+		p.awaitNotices(notices)
 		done := make(chan struct{})
 		go func() {
 			e.cs.Close()
@@ -528,6 +540,29 @@ func (p *Pool) closeEntry(e *entry, reason string) {
 		p.counters.closes[reason]++
 		p.mu.Unlock()
 	}()
+}
+
+// noticeGrace bounds how long a close waits for cancel notices to be
+// delivered (a server that has gone away cannot be told anything).
+const noticeGrace = 2 * time.Second
+
+// awaitNotices waits, at most noticeGrace in all, until the cancel notices
+// of calls cancelled on a session have been delivered, so that closing the
+// session (or the process exiting after Pool.Close) does not lose them.
+func (p *Pool) awaitNotices(notices []*probe) {
+	if len(notices) == 0 {
+		return
+	}
+	testHookAwaitNotices(len(notices))
+	t := time.NewTimer(min(noticeGrace, p.opts.CloseTimeout))
+	defer t.Stop()
+	for _, n := range notices {
+		select {
+		case <-n.noticeSent:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // Close closes every session (sending DELETE where one is live), waits for

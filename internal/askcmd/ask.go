@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -58,12 +57,14 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	}
 	defer st.close()
 
-	watch := newCancelWatch(http.DefaultTransport)
 	p := pool.New(&pool.Options{
-		HTTPClient: &http.Client{Transport: watch},
 		ClientInfo: &mcp.Implementation{Name: "switchboard-ask", Version: "0.1.0"},
 	})
-	defer p.Close() // before the studio closes: its DELETE must reach the agent
+	// Close before the studio closes: its DELETE must reach the agent, and
+	// after an interrupt the pool first delivers go-sdk's
+	// notifications/cancelled, so the agent stops delegating for a user who
+	// has gone.
+	defer p.Close()
 
 	pr := newPrinter(stderr)
 	srv := &pool.Server{Name: cfg.agent, URL: st.url + "/api/agents/" + url.PathEscape(cfg.agent) + "/mcp"}
@@ -82,7 +83,6 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	out.Delegations = append(out.Delegations, pr.stop(final.Delegations)...)
 	switch {
 	case ctx.Err() != nil:
-		watch.wait() // see cancel.go
 		return fail(exitCancelled, fmt.Errorf("cancelled; the agent was told to stop: %w", ctx.Err()))
 	case err != nil:
 		return fail(exitFailed, fmt.Errorf("asking agent %s at %s: %w", cfg.agent, st.url, err))
