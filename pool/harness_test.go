@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +15,25 @@ import (
 
 type testServer = mcptest.Server
 
-func newTestServer(t *testing.T, stateless bool) *testServer { return mcptest.NewServer(t, stateless) }
+// testTransports are the HTTP transports of the current test's pools; a
+// restart of a test server closes their idle connections (see
+// mcptest.Server.Restart). Tests in this package do not run in parallel.
+var testTransports struct {
+	sync.Mutex
+	list []*http.Transport
+}
+
+func newTestServer(t *testing.T, stateless bool) *testServer {
+	ts := mcptest.NewServer(t, stateless)
+	ts.OnStop(func() {
+		testTransports.Lock()
+		defer testTransports.Unlock()
+		for _, tr := range testTransports.list {
+			tr.CloseIdleConnections()
+		}
+	})
+	return ts
+}
 
 func server(ts *testServer, name string) *Server {
 	return &Server{Name: name, URL: ts.URL(), ProtocolVersion: Protocol20251125}
@@ -30,9 +50,15 @@ func newTestPool(t *testing.T, opts *Options) *Pool {
 	}
 	o.HTTPClient = &http.Client{Transport: tr}
 	p := New(&o)
+	testTransports.Lock()
+	testTransports.list = append(testTransports.list, tr)
+	testTransports.Unlock()
 	t.Cleanup(func() {
 		p.Close()
 		tr.CloseIdleConnections()
+		testTransports.Lock()
+		testTransports.list = slices.DeleteFunc(testTransports.list, func(x *http.Transport) bool { return x == tr })
+		testTransports.Unlock()
 	})
 	return p
 }

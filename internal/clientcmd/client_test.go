@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,6 +180,8 @@ func TestRequestsAndBadInput(t *testing.T) {
 
 func TestRecoversAfterServerRestart(t *testing.T) {
 	ts := mcptest.NewServer(t, false)
+	// The client's pool uses http.DefaultTransport; see mcptest.Server.Restart.
+	ts.OnStop(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 	s := start(t, "--config", writeConfig(t, map[string]string{"test": ts.URL()}))
 	s.send(`{"id":1,"server":"test","method":"tools/call","params":{"name":"echo","arguments":{"id":"a"}}}`)
 	if a := s.next(); a["error"] != nil {

@@ -38,6 +38,7 @@ type Server struct {
 	srv       *http.Server
 	mcpSrv    *mcp.Server
 	handler   http.Handler       // go-sdk's handler of this generation; see Forward
+	onStop    []func()           // see Restart
 	kill      context.CancelFunc // ends the running tools of this server generation, as a process exit does
 	ln        net.Listener
 	requests  []Recorded
@@ -254,9 +255,22 @@ func (s *Server) serve(ln net.Listener) {
 
 // restart stops the server, dropping every connection and session, and
 // starts a new one on the same address.
+//
+// A real restart takes far longer than a client needs to notice that its
+// keep-alive connections were closed; this one is instant. A request the
+// client sends in that instant goes out on a dead connection, fails with EOF,
+// and is rightly reported as outcome unknown (it looks exactly like a server
+// dying mid-request). Restart therefore runs the hooks given to OnStop, with
+// which a test closes its clients' idle connections, as time would have.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
+	s.mu.Lock()
+	hooks := s.onStop
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	var ln net.Listener
 	var err error
 	deadline := time.Now().Add(5 * time.Second)
@@ -274,6 +288,14 @@ func (s *Server) Restart() {
 }
 
 // stop closes the server and every connection to it.
+// OnStop adds f to the functions Restart runs once the old server is gone,
+// typically an http.Transport's CloseIdleConnections.
+func (s *Server) OnStop(f func()) {
+	s.mu.Lock()
+	s.onStop = append(s.onStop, f)
+	s.mu.Unlock()
+}
+
 func (s *Server) Stop() {
 	s.mu.Lock()
 	srv, mcpSrv, kill := s.srv, s.mcpSrv, s.kill
