@@ -46,7 +46,7 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 	}
 	config := writeConfig(t, map[string]string{"packrat": s.AgentURL("packrat")})
 	c := startClient(t, config)
-	ty := newTally(t, c, fmt.Sprintf("agent process killed with SIGKILL under load (%d store_note calls, %d in flight, %d kills)", p.killCalls, p.killConcurrency, p.kills), "switchboard client → studio → agent process")
+	ty := newTally(t, c, fmt.Sprintf("agent process killed with SIGKILL under load (%d store_note calls, one per %v, up to %d in flight, %d kills)", p.killCalls, p.killPace, p.killConcurrency, p.kills), "switchboard client → studio → agent process")
 
 	store := func(i int) call {
 		id := fmt.Sprintf("k%d", i)
@@ -60,31 +60,35 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 		})
 		return info
 	}
-	// The calls run in segments, at most killConcurrency in flight. The first
-	// and the last segment run undisturbed; each one between kills the agent
-	// once its window is full and goes on sending while the studio restarts
-	// it. Each segment starts once the agent runs.
+	// A steady load: one call every killPace, at most killConcurrency in
+	// flight, in segments. The first and the last segment run undisturbed;
+	// each one between kills the agent a third of the way in and keeps
+	// sending at the same pace while the studio restarts it and after.
 	segments := p.kills + 2
+	perSegment := p.killCalls / segments
+	pace := time.NewTicker(p.killPace)
+	defer pace.Stop()
+	var window []call
 	lastPID, n := 0, 0
 	for seg := range segments {
 		info := running(lastPID)
-		var window []call
-		for i := range p.killCalls / segments {
+		for i := range perSegment {
+			<-pace.C
 			if len(window) == p.killConcurrency {
 				ty.wait(window[0])
 				window = window[1:]
 			}
 			window = append(window, store(n))
 			n++
-			if seg > 0 && seg <= p.kills && i == p.killConcurrency-1 {
+			if seg > 0 && seg <= p.kills && i == perSegment/3 {
 				if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
 				lastPID = info.PID
 			}
 		}
-		ty.wait(window...)
 	}
+	ty.wait(window...)
 	running(lastPID)
 
 	// Count the notes under each call's tag with a separate client, so that
@@ -106,8 +110,22 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 	cc.finish()
 	restarts := s.Agents()[0].Restarts
 	return ty.finish(func(id string) int64 { return counts[id] }, func(r *Row, st pool.Stats) string {
-		return fmt.Sprintf("the studio restarted packrat after each kill (%d restarts); the calls in flight at a kill came back outcome_unknown (%d cut off by the studio's 502), never replayed; the calls sent while it restarted got the studio's 503 (%d), also outcome_unknown: go-sdk drops the 503's JSON-RPC body (\"agent packrat is restarting\") and the pool does not take a 503 as proof that nothing ran; %d re-initializations failed with the 503 (transport: nothing ran); once the new process ran, the stale session's 404 led to a re-initialization (%d in all) and %d calls were recovered on the new session; no note was stored twice",
-			restarts, r.cause("outcome_unknown", "502 from the studio"), r.cause("outcome_unknown", "503 from the studio"), r.Errors["transport"], st.Reinitializations, r.Recovered)
+		c502, c503 := "502 from the studio", "503 from the studio"
+		sibling := r.cause("outcome_unknown", "another call's 404")
+		redial := r.cause("transport", c503) + r.cause("session_expired", c503)
+		if other := r.Answered() - r.FirstTime - r.Recovered - r.cause("outcome_unknown", c502) - r.cause("outcome_unknown", c503) - sibling - redial; other != 0 {
+			t.Errorf("%d errors other than the studio's 502 and 503 and calls retired by another call's 404: %v", other, r.Causes)
+		}
+		did := fmt.Sprintf("the studio restarted packrat after each kill (%d restarts). The calls in flight at a kill came back outcome_unknown (%d cut off, the studio's 502), never replayed. The calls sent while it restarted got the studio's 503 (%d), also outcome_unknown: go-sdk drops the 503's JSON-RPC body (\"agent packrat is restarting\") and the pool does not take a 503 as proof that nothing ran",
+			restarts, r.cause("outcome_unknown", c502), r.cause("outcome_unknown", c503))
+		if redial > 0 {
+			did += fmt.Sprintf("; %d more met the 503 while re-initializing (transport or session_expired: nothing ran)", redial)
+		}
+		did += fmt.Sprintf(". Once the new process ran, the stale session's 404 led to a re-initialization (%d in all) and %d calls were recovered on the new session", st.Reinitializations, r.Recovered)
+		if sibling > 0 {
+			did += fmt.Sprintf("; %s in flight when another call's 404 ended the session came back outcome_unknown", plural(sibling, "call", "calls"))
+		}
+		return did + fmt.Sprintf(". The other %d calls worked first time; no note was stored twice", r.FirstTime)
 	})
 }
 

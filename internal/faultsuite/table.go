@@ -128,6 +128,7 @@ func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 // specific first, with the name the table gives each.
 var causes = []struct{ match, name string }{
 	{"connection refused", "connection refused"},
+	{"connect: connection reset", "connection reset at connect"},
 	{"connection reset", "connection reset"},
 	{"unexpected EOF", "answer cut off"},
 	{"terminated without response", "answer cut off"},

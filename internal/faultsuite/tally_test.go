@@ -19,18 +19,19 @@ type profile struct {
 	inflightLoose           int // more calls sent as the restart happens
 	expiryRounds            int // idle expiries, each followed by a batch
 	expiryBatch             int
-	deleteRounds            int // DELETE by another party, then a call
-	deleteProcesses         int // client processes the rounds are spread over (each ends with its own DELETE)
-	intermediaryRounds      int // per intermediary variant
-	getCalls                int // per standalone GET variant
-	resetCalls              int // half of them reset mid-response
-	hangCalls               int // per hang variant
-	downCalls               int // while the server is down (and as many after)
-	killCalls, kills        int // store_note calls through the studio, SIGKILLs among them
-	killConcurrency         int
-	poolCapCalls, poolCap   int // limits: calls against a per-server cap
-	memoryKeys              int // limits: pooled keys for the heap ceiling
-	agentCapCalls, agentCap int // limits: calls against the agent server's cap
+	deleteRounds            int           // DELETE by another party, then a call
+	deleteProcesses         int           // client processes the rounds are spread over (each ends with its own DELETE)
+	intermediaryRounds      int           // per intermediary variant
+	getCalls                int           // per standalone GET variant
+	resetCalls              int           // half of them reset mid-response
+	hangCalls               int           // per hang variant
+	downCalls               int           // while the server is down (and as many after)
+	killCalls, kills        int           // store_note calls through the studio, SIGKILLs among them
+	killConcurrency         int           // calls in flight at most
+	killPace                time.Duration // one call sent per this, as a steady load
+	poolCapCalls, poolCap   int           // limits: calls against a per-server cap
+	memoryKeys              int           // limits: pooled keys for the heap ceiling
+	agentCapCalls, agentCap int           // limits: calls against the agent server's cap
 }
 
 var (
@@ -45,7 +46,7 @@ var (
 		resetCalls:         10,
 		hangCalls:          3,
 		downCalls:          20,
-		killCalls:          100, kills: 2, killConcurrency: 8,
+		killCalls:          400, kills: 2, killConcurrency: 8, killPace: 2 * time.Millisecond,
 		poolCapCalls: 40, poolCap: 4,
 		memoryKeys:    2000,
 		agentCapCalls: 24, agentCap: 3,
@@ -61,7 +62,7 @@ var (
 		resetCalls:         50,
 		hangCalls:          10,
 		downCalls:          100,
-		killCalls:          600, kills: 6, killConcurrency: 16,
+		killCalls:          1600, kills: 6, killConcurrency: 16, killPace: 2 * time.Millisecond,
 		poolCapCalls: 400, poolCap: 8,
 		memoryKeys:    10000,
 		agentCapCalls: 120, agentCap: 4,
