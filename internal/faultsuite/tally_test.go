@@ -48,7 +48,7 @@ var (
 		downCalls:          20,
 		killCalls:          400, kills: 2, killConcurrency: 8, killPace: 2 * time.Millisecond,
 		poolCapCalls: 40, poolCap: 4,
-		memoryKeys:    2000,
+		memoryKeys:    1000,
 		agentCapCalls: 24, agentCap: 3,
 	}
 	fullProfile = profile{
