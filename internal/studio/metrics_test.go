@@ -132,7 +132,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("stale session: %s, want 404", resp.Status)
 	}
 
-	after := scrapeMetrics(t, base)
+	// The proxy counts a call when its handler returns, which can be just
+	// after the client has its answer: scrape until the counters settle.
+	var after map[string]*dto.MetricFamily
 	delta := func(name string, labels map[string]string) float64 {
 		b, _ := metricValue(before, name, labels)
 		a, _ := metricValue(after, name, labels)
@@ -157,6 +159,17 @@ func TestMetrics(t *testing.T) {
 		{telemetry.MetricDelegationDuration, map[string]string{"process": "oracle", "agent": "abacus", "tool": "calculate"}, 1},
 		{"switchboard_asks_total", map[string]string{"process": "oracle", "outcome": "ok"}, 1},
 	} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if after == nil || delta(c.name, c.labels) != c.want && time.Now().Before(deadline) {
+				if after != nil {
+					time.Sleep(10 * time.Millisecond)
+				}
+				after = scrapeMetrics(t, base)
+				continue
+			}
+			break
+		}
 		if got := delta(c.name, c.labels); got != c.want {
 			t.Errorf("%s%v moved by %v, want %v", c.name, c.labels, got, c.want)
 		}

@@ -115,7 +115,14 @@ func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil // agents are on loopback; HTTP_PROXY must not capture them
 	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	t.MaxIdleConnsPerHost = 32
+	// No keep-alive to the agents. A request written to an idle connection
+	// whose process has just died fails with a reset that nobody can tell
+	// from the process dying mid-request, so the caller would have to be told
+	// "outcome unknown". On a fresh connection a dead agent refuses the
+	// connect, which proves nothing was sent, and redialTransport sends the
+	// request to the agent's new process. A loopback connect costs far less
+	// than an MCP call.
+	t.DisableKeepAlives = true
 	t.ForceAttemptHTTP2 = false
 	return t
 }

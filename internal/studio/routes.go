@@ -115,12 +115,14 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.observe(name, w, r, func(w http.ResponseWriter, r *http.Request) {
-		st := m.proc.status()
+		st := m.proc.awaitRunning(r.Context(), s.opts.RestartWait, "")
 		if st.state != StateRunning || st.upstream == nil {
 			writeDown(w, name, st)
 			return
 		}
-		m.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, st.upstream)))
+		ctx := context.WithValue(r.Context(), upstreamKey{}, st.upstream)
+		ctx = context.WithValue(ctx, procKey{}, m.proc)
+		m.proxy.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -129,6 +131,9 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 // --session-timeout, 30m), so the agent, not the proxy, decides when a
 // session expires, and its 404 prunes the binding.
 const sessionIdleTTL = 31 * time.Minute
+
+// procKey carries the agent to redialTransport.
+type procKey struct{}
 
 // upstreamKey carries the agent's address, read once with its state, to the
 // proxy's Rewrite.
@@ -145,7 +150,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 		}
 		return u, name
 	}, &ProxyOptions{
-		Transport: s.transport,
+		Transport: &redialTransport{base: s.transport, wait: s.opts.RestartWait},
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,

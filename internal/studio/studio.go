@@ -74,6 +74,12 @@ type Options struct {
 	// Env is added to the agents' environment (after os.Environ()).
 	Env []string
 
+	// RestartWait is how long a request for an agent that is (re)starting is
+	// held before the studio answers 503; default 10s, negative: answer at
+	// once. Holding it lets the request reach the new process (where the
+	// caller's stale session gets the 404 its pool recovers from) instead of
+	// failing with a 503 that leaves the caller unsure whether anything ran.
+	RestartWait time.Duration
 	// StartTimeout bounds how long an agent may take to listen; default 30s.
 	StartTimeout time.Duration
 	// StopTimeout is how long an agent gets between SIGTERM and SIGKILL;
@@ -280,6 +286,9 @@ func resolve(opts *Options) (Options, error) {
 		if *d <= 0 {
 			*d = v
 		}
+	}
+	if o.RestartWait == 0 {
+		o.RestartWait = 10 * time.Second
 	}
 	def(&o.StartTimeout, 30*time.Second)
 	def(&o.StopTimeout, 10*time.Second)

@@ -68,6 +68,7 @@ type agentProc struct {
 	firstOnce sync.Once
 
 	mu        sync.Mutex // protects following fields
+	changed   chan struct{} // closed and replaced on every state change; see awaitRunning
 	state     State
 	upstream  *url.URL // the child's /mcp; nil unless running
 	pid       int
@@ -78,7 +79,7 @@ type agentProc struct {
 }
 
 func newAgentProc(def *agentdef.Definition, dir, dataDir string, cfg *supervisorConfig) *agentProc {
-	return &agentProc{def: def, dir: dir, dataDir: dataDir, cfg: cfg, firstDone: make(chan struct{}), state: StateStarting}
+	return &agentProc{def: def, dir: dir, dataDir: dataDir, cfg: cfg, firstDone: make(chan struct{}), changed: make(chan struct{}), state: StateStarting}
 }
 
 func (a *agentProc) markFirst() { a.firstOnce.Do(func() { close(a.firstDone) }) }
@@ -88,6 +89,7 @@ func (a *agentProc) run(ctx context.Context) {
 	defer func() {
 		a.mu.Lock()
 		a.state, a.upstream, a.pid = StateStopped, nil, 0
+		a.changedLocked()
 		a.mu.Unlock()
 		a.markFirst()
 	}()
@@ -114,6 +116,7 @@ func (a *agentProc) run(ctx context.Context) {
 			a.lastErr += " (last log line: " + a.lastLine + ")"
 		}
 		a.nextStart = time.Now().Add(delay)
+		a.changedLocked()
 		lastErr := a.lastErr
 		a.mu.Unlock()
 		a.markFirst()
@@ -180,6 +183,7 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 		// a moment every few seconds would hide that it keeps failing.
 		a.state = StateStarting
 	}
+	a.changedLocked()
 	a.upstream, a.pid, a.lastLine = nil, 0, ""
 	a.mu.Unlock()
 	if err := cmd.Start(); err != nil {
@@ -206,6 +210,7 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	case u := <-ready:
 		a.mu.Lock()
 		a.state, a.upstream = StateRunning, u
+		a.changedLocked()
 		a.mu.Unlock()
 		a.markFirst()
 		a.cfg.logger.Info("agent running", "agent", name, "pid", pid, "upstream", u.String())
@@ -271,10 +276,61 @@ func parseReady(line, name string) (*url.URL, bool) {
 	return u, true
 }
 
+// changedLocked wakes everyone waiting in awaitRunning. a.mu must be held.
+func (a *agentProc) changedLocked() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// awaitRunning returns the agent's status once it is running, or as it is
+// when waiting makes no sense: it is failed or stopped, its next start is
+// further off than the wait allows, max has passed, or ctx is done.
+//
+// The proxy holds a request for a restarting agent here instead of
+// answering 503 at once: a request it never forwarded provably did not run,
+// and once forwarded to the new process it meets the spec's 404 for the old
+// session, which the caller's pool recovers from. A 503 would leave the
+// caller unable to tell whether anything ran.
+//
+// gone, when not empty, is an address the agent is known not to listen on
+// any more (a connection to it was refused): a "running" state still naming
+// it is stale, and awaitRunning waits past it.
+func (a *agentProc) awaitRunning(ctx context.Context, max time.Duration, gone string) agentStatus {
+	if max <= 0 {
+		return a.status()
+	}
+	deadline := time.NewTimer(max)
+	defer deadline.Stop()
+	limit := time.Now().Add(max)
+	for {
+		a.mu.Lock()
+		st := a.statusLocked()
+		changed := a.changed
+		a.mu.Unlock()
+		switch {
+		case st.state == StateRunning && st.upstream != nil && st.upstream.Host != gone,
+			st.state == StateFailed, st.state == StateStopped,
+			st.state == StateRestarting && st.nextStart.After(limit):
+			return st
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return a.status()
+		case <-ctx.Done():
+			return a.status()
+		}
+	}
+}
+
 // status is a snapshot of the agent, taken under its lock.
 func (a *agentProc) status() agentStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.statusLocked()
+}
+
+func (a *agentProc) statusLocked() agentStatus {
 	return agentStatus{
 		state: a.state, upstream: a.upstream, pid: a.pid,
 		restarts: a.restarts, lastErr: a.lastErr, nextStart: a.nextStart,
