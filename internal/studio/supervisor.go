@@ -67,7 +67,7 @@ type agentProc struct {
 	firstDone chan struct{} // closed once the first start has succeeded or failed
 	firstOnce sync.Once
 
-	mu        sync.Mutex // protects following fields
+	mu        sync.Mutex    // protects following fields
 	changed   chan struct{} // closed and replaced on every state change; see awaitRunning
 	state     State
 	upstream  *url.URL // the child's /mcp; nil unless running
