@@ -37,10 +37,24 @@ type probe struct {
 	status      int        // HTTP status of the first POST; 0 if unanswered
 	withSession bool       // the first POST carried Mcp-Session-Id
 	notWritten  bool       // the first POST failed before anything reached the server
+	sendErr     error      // the first POST's own transport error, if any
 }
 
 func withProbe(ctx context.Context, p *probe) context.Context {
 	return context.WithValue(ctx, probeKey{}, p)
+}
+
+// ownError returns the error of this request's own POST when it never reached
+// the server. go-sdk may report another request's failure instead (the
+// session it shared died first); the caller should read what happened to
+// its own request.
+func (p *probe) ownError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.notWritten {
+		return p.sendErr
+	}
+	return nil
 }
 
 func (p *probe) evidence(overHTTP bool) evidence {
@@ -111,6 +125,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 			pr.mu.Lock()
 			pr.withSession = withSession
 			pr.notWritten = isNotWritten(err)
+			pr.sendErr = err
 			pr.mu.Unlock()
 		}
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -665,4 +666,25 @@ func TestCloseDeliversCancelNoticesFirst(t *testing.T) {
 	close(release)
 	<-closed
 	eventually(t, "the tool to see its cancellation", func() bool { return ts.WasCancelled("c") })
+}
+
+// A server that is down: the call fails fast with a transport error that
+// names this request's own cause (nothing was sent), and the same pool
+// works again when the server is back.
+func TestServerDownThenBack(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := server(ts, "a")
+	mustCall(t, p, srv, "echo", "1")
+	ts.Stop()
+	_, err := call(context.Background(), p, srv, "echo", "down")
+	pe := asPoolError(t, err)
+	if pe.Kind != KindTransport || !strings.Contains(err.Error(), "the request was not sent") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("call while down: %v", err)
+	}
+	ts.Restart()
+	mustCall(t, p, srv, "echo", "back")
+	if ts.Executions("down") != 0 || ts.Executions("back") != 1 {
+		t.Fatalf("executions: down %d, back %d", ts.Executions("down"), ts.Executions("back"))
+	}
 }

@@ -250,6 +250,9 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			continue
 		}
 		pe := &Error{Kind: v.kind, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
+		if own := pr.ownError(); own != nil && v.kind == KindTransport {
+			pe.Err = fmt.Errorf("the request was not sent: %w (go-sdk: %w)", own, err)
+		}
 		if v.rpc != nil {
 			pe.Code, pe.Message = v.rpc.Code, v.rpc.Message
 		}

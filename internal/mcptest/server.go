@@ -260,17 +260,12 @@ func (s *Server) serve(ln net.Listener) {
 // keep-alive connections were closed; this one is instant. A request the
 // client sends in that instant goes out on a dead connection, fails with EOF,
 // and is rightly reported as outcome unknown (it looks exactly like a server
-// dying mid-request). Restart therefore runs the hooks given to OnStop, with
-// which a test closes its clients' idle connections, as time would have.
+// dying mid-request). Stop, and so Restart, therefore runs the hooks given to
+// OnStop, with which a test closes its clients' idle connections, as time
+// would have.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	s.mu.Lock()
-	hooks := s.onStop
-	s.mu.Unlock()
-	for _, f := range hooks {
-		f()
-	}
 	var ln net.Listener
 	var err error
 	deadline := time.Now().Add(5 * time.Second)
@@ -287,8 +282,7 @@ func (s *Server) Restart() {
 	s.serve(ln)
 }
 
-// stop closes the server and every connection to it.
-// OnStop adds f to the functions Restart runs once the old server is gone,
+// OnStop adds f to the functions Stop runs once the server is gone,
 // typically an http.Transport's CloseIdleConnections.
 func (s *Server) OnStop(f func()) {
 	s.mu.Lock()
@@ -296,6 +290,8 @@ func (s *Server) OnStop(f func()) {
 	s.mu.Unlock()
 }
 
+// Stop closes the server and every connection to it, ends its running
+// tools and sessions as a process exit does, and runs the OnStop hooks.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	srv, mcpSrv, kill := s.srv, s.mcpSrv, s.kill
@@ -312,6 +308,12 @@ func (s *Server) Stop() {
 		for ss := range mcpSrv.Sessions() {
 			ss.Close()
 		}
+	}
+	s.mu.Lock()
+	hooks := s.onStop
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
 	}
 }
 
