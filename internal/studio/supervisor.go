@@ -283,8 +283,8 @@ func (a *agentProc) changedLocked() {
 }
 
 // awaitRunning returns the agent's status once it is running, or as it is
-// when waiting makes no sense: it is failed or stopped, its next start is
-// further off than the wait allows, max has passed, or ctx is done.
+// when waiting makes no sense: it is stopped, its next start is further off
+// than the wait allows, max has passed, or ctx is done.
 //
 // The proxy holds a request for a restarting agent here instead of
 // answering 503 at once: a request it never forwarded provably did not run,
@@ -309,8 +309,10 @@ func (a *agentProc) awaitRunning(ctx context.Context, max time.Duration, gone st
 		a.mu.Unlock()
 		switch {
 		case st.state == StateRunning && st.upstream != nil && st.upstream.Host != gone,
-			st.state == StateFailed, st.state == StateStopped,
-			st.state == StateRestarting && st.nextStart.After(limit):
+			st.state == StateStopped,
+			// Restarting, or failed (it is still retried, with backoff):
+			// worth waiting only if the next start is within the wait.
+			(st.state == StateRestarting || st.state == StateFailed) && st.nextStart.After(limit):
 			return st
 		}
 		select {
