@@ -25,31 +25,16 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sashabaranov/go-openai"
+
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
 // e2eTimeout bounds one end-to-end test; reaching it is a failure.
 const e2eTimeout = 90 * time.Second
-
-// project makes a project directory holding copies of the bundled agents
-// named (their agent.json and tools/mcp.json, as a fresh checkout has them).
-func project(t *testing.T, bundled ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, name := range bundled {
-		for _, f := range []string{agentdef.DefinitionFile, agentdef.MCPFile} {
-			data, err := os.ReadFile(filepath.Join("..", "..", "agents", name, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, filepath.Join(dir, "agents", name, f), string(data))
-		}
-	}
-	return dir
-}
 
 func writeFile(t *testing.T, path, data string) {
 	t.Helper()
@@ -306,7 +291,7 @@ type askJSON struct {
 func TestE2ERestartBetweenDelegations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := project(t, "oracle", "packrat", "abacus")
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
 	def, err := agentdef.Load(filepath.Join(dir, "agents", "oracle"))
 	if err != nil {
 		t.Fatal(err)
@@ -570,7 +555,7 @@ func TestE2EBuiltinOnAFreshCheckout(t *testing.T) {
 	if healthy(ctx, DefaultStudioURL) == nil {
 		t.Skipf("a studio is running at %s; this test needs ask to start its own", DefaultStudioURL)
 	}
-	dir := project(t, "oracle", "packrat", "abacus")
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
 	ask := startAsk(t, ctx, dir, "remember that the launch moved to Friday, then tell me what you know about the launch")
 	if code := ask.wait(t); code != 0 {
 		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)

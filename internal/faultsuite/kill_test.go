@@ -3,13 +3,11 @@ package faultsuite
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -20,7 +18,7 @@ import (
 // stores one note tagged with its call id, and the notes under each tag are
 // counted afterwards.
 func agentSIGKILL(t *testing.T, p profile) Row {
-	dir := project(t, "packrat")
+	dir := mcphttptest.Project(t, "packrat")
 	out := &syncBuffer{}
 	s, err := studio.Start(t.Context(), &studio.Options{
 		Dir:         dir,
@@ -130,39 +128,4 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 		}
 		return did + fmt.Sprintf(". The other %d calls worked first time; no note was stored twice", r.FirstTime)
 	})
-}
-
-// project makes a project directory holding copies of the named bundled
-// agents (agent.json and tools/).
-func project(t *testing.T, agents ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, name := range agents {
-		src := filepath.Join(moduleRoot, "agents", name)
-		dst := filepath.Join(dir, "agents", name)
-		err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, path)
-			if d.IsDir() {
-				if rel != "." && rel != "tools" {
-					return filepath.SkipDir
-				}
-				return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-			}
-			if rel != "agent.json" && filepath.Dir(rel) != "tools" {
-				return nil
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
 
 // TestAskDelegatesThroughStudio: the coordinator's ask, called through the
@@ -14,7 +16,7 @@ import (
 // in its tools/mcp.json) with the builtin model, and its delegation events
 // reach the caller as progress notifications through two proxies.
 func TestAskDelegatesThroughStudio(t *testing.T) {
-	dir := project(t, "oracle", "abacus")
+	dir := mcphttptest.Project(t, "oracle", "abacus")
 	s := startStudio(t, dir, nil)
 
 	progress := make(chan string, 64)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
 
 // TestClientRecoversAfterRestart: a `switchboard client` session through the
@@ -20,7 +22,7 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 	if out, _ := exec.Command(switchboardBin, "client").CombinedOutput(); strings.Contains(string(out), "not implemented yet") {
 		t.Skip("switchboard client is not implemented yet")
 	}
-	dir := project(t, "abacus")
+	dir := mcphttptest.Project(t, "abacus")
 	s := startStudio(t, dir, nil)
 	config := filepath.Join(t.TempDir(), "mcp.json")
 	cfg := fmt.Sprintf(`{"mcpServers": {"abacus": {"url": %q}}}`, s.AgentURL("abacus"))

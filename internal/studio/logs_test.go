@@ -86,7 +86,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	ms := httptest.NewServer(model)
 	t.Cleanup(ms.Close)
 
-	dir := project(t, "oracle", "abacus")
+	dir := mcphttptest.Project(t, "oracle", "abacus")
 	// The coordinator reaches its siblings through the studio, which now
 	// wants the token: the mcp.json people write for that.
 	siblings := `{"mcpServers": {"abacus": {"url": "${SWITCHBOARD_STUDIO_URL:-http://127.0.0.1:54321}/api/agents/abacus/mcp", "headers": {"Authorization": "Bearer ${SWITCHBOARD_TOKEN}"}}}}`

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
 
 // findChromium returns a headless-capable Chromium, or skips the test when
@@ -95,7 +97,7 @@ func TestPageInBrowser(t *testing.T) {
 	releasePoll := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(releasePoll) // before the studio's Close: a held request would hold up its shutdown
 
-	dir := project(t, "oracle", "abacus")
+	dir := mcphttptest.Project(t, "oracle", "abacus")
 	s := startStudio(t, dir, nil)
 	if n := len(s.Delegations(10)); n != 0 {
 		t.Fatalf("%d delegations before the test made any", n)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -23,7 +25,7 @@ import (
 // backlog and then reset. That looks exactly like a process dying
 // mid-request, and is reported as outcome unknown.
 func TestRequestsDuringRestartLand(t *testing.T) {
-	dir := project(t, "abacus")
+	dir := mcphttptest.Project(t, "abacus")
 	s := startStudio(t, dir, &Options{MinBackoff: 300 * time.Millisecond})
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)

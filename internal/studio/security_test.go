@@ -19,7 +19,7 @@ import (
 // running studio and the real agent process behind /api/agents/abacus/mcp,
 // then checks that the agent never restarted: no input took it down.
 func TestSecurity(t *testing.T) {
-	s := startStudio(t, project(t, "abacus"), nil)
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
 	before := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -114,7 +114,7 @@ func checkPathEscapes(t *testing.T, s *Studio) {
 // routed; the right one is served.
 func TestSecurityToken(t *testing.T) {
 	const token = "correct-horse-battery-staple"
-	s := startStudio(t, project(t, "abacus"), &Options{Token: token})
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{Token: token})
 	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)

@@ -1,14 +1,12 @@
 package studio
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,23 +15,6 @@ import (
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/pool"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startStudio starts an in-process studio over dir on an ephemeral port and
 // waits for its agents' first start.
@@ -107,7 +88,7 @@ func listAgents(t *testing.T, base string, hdr map[string]string) map[string]Age
 // list, the proxy with a go-sdk client, and a restart after a crash, which
 // a pool through the proxy recovers from on its next call.
 func TestStudioInProcess(t *testing.T) {
-	dir := project(t, "abacus", "packrat")
+	dir := mcphttptest.Project(t, "abacus", "packrat")
 	s := startStudio(t, dir, nil)
 	base := s.URL()
 
@@ -271,7 +252,7 @@ func waitAgent(t *testing.T, s *Studio, name string, ok func(AgentInfo) bool) Ag
 }
 
 func TestAgentDown(t *testing.T) {
-	dir := project(t)
+	dir := mcphttptest.Project(t)
 	// An agent whose server refuses to start: it names a toolset that does
 	// not exist, so every start exits 1.
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
@@ -297,7 +278,7 @@ func TestAgentDown(t *testing.T) {
 }
 
 func TestExposure(t *testing.T) {
-	dir := project(t)
+	dir := mcphttptest.Project(t)
 	for _, listen := range []string{"0.0.0.0:0", ":0", "[::]:0", "example.com:0"} {
 		_, err := Start(t.Context(), &Options{Dir: dir, Listen: listen, Executable: switchboardBin})
 		if !errors.Is(err, ErrTokenRequired) || !strings.Contains(err.Error(), EnvToken) {
@@ -341,3 +322,5 @@ func toolText(r *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+type syncBuf = mcphttptest.SyncBuffer

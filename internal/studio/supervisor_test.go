@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
 
 func TestBackoff(t *testing.T) {
@@ -48,7 +50,7 @@ func TestParseReady(t *testing.T) {
 // TestAgentFails: an agent that keeps failing to start is marked failed
 // after failedAfter attempts, and is still retried.
 func TestAgentFails(t *testing.T) {
-	dir := project(t)
+	dir := mcphttptest.Project(t)
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
 	s := startStudio(t, dir, &Options{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 	a := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateFailed })

@@ -27,7 +27,7 @@ func startUp(t *testing.T, dir string, env []string) (*mcphttptest.Process, stri
 // TestUp runs the real `switchboard up`: the reconnect sequence and a go-sdk
 // client through its proxy, then SIGTERM, which must stop every agent.
 func TestUp(t *testing.T) {
-	dir := project(t, "abacus", "packrat")
+	dir := mcphttptest.Project(t, "abacus", "packrat")
 	p, base := startUp(t, dir, nil)
 
 	agents := listAgents(t, base, nil)
@@ -91,7 +91,7 @@ func TestUp(t *testing.T) {
 // TestUpKilledLeavesNoOrphans: a studio killed outright (no chance to stop
 // its children) still leaves none behind, thanks to Pdeathsig.
 func TestUpKilledLeavesNoOrphans(t *testing.T) {
-	dir := project(t, "abacus")
+	dir := mcphttptest.Project(t, "abacus")
 	p, base := startUp(t, dir, nil)
 	pid := listAgents(t, base, nil)["abacus"].PID
 	if pid == 0 {
@@ -118,7 +118,7 @@ func TestUpKilledLeavesNoOrphans(t *testing.T) {
 }
 
 func TestUpRefusesExposureWithoutToken(t *testing.T) {
-	dir := project(t)
+	dir := mcphttptest.Project(t)
 	cmd := exec.Command(switchboardBin, "up", "--dir", dir, "--listen", "0.0.0.0:0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, EnvToken+"=") {

@@ -7,11 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -153,58 +150,6 @@ func fromStubs(stubs tracetest.SpanStubs) []span {
 	return out
 }
 
-// project makes a project directory with copies of the bundled agents'
-// definitions.
-func project(t *testing.T, agents ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, name := range agents {
-		src := filepath.Join(moduleRoot, "agents", name)
-		err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, path)
-			dst := filepath.Join(dir, "agents", name, rel)
-			if d.IsDir() {
-				if rel != "." && rel != "tools" {
-					return filepath.SkipDir
-				}
-				return os.MkdirAll(dst, 0o755)
-			}
-			if rel != "agent.json" && filepath.Dir(rel) != "tools" {
-				return nil
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(dst, data, 0o644)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestOneTraceAcrossAgents: one `switchboard ask` through a studio, whose
 // coordinator (a real agent process) delegates to a sibling (another real
 // agent process), is one trace: this process's spans (the ask, its
@@ -226,7 +171,7 @@ func TestOneTraceAcrossAgents(t *testing.T) {
 		tp.Shutdown(context.Background())
 	})
 
-	dir := project(t, "oracle", "abacus")
+	dir := mcphttptest.Project(t, "oracle", "abacus")
 	agentLogs := &syncBuf{}
 	s, err := studio.Start(t.Context(), &studio.Options{
 		Dir: dir, Listen: "127.0.0.1:0", Executable: switchboardBin, AgentOutput: agentLogs,
@@ -360,3 +305,5 @@ func dump(spans []span) string {
 	}
 	return b.String()
 }
+
+type syncBuf = mcphttptest.SyncBuffer

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ type Process struct {
 	// Ready is the rest of the ready line, after the prefix.
 	Ready string
 
-	stderr *syncBuffer
+	stderr *SyncBuffer
 	done   chan struct{} // closed when the process has exited and been reaped
 	err    error         // Wait's error; read after done
 }
@@ -32,7 +31,7 @@ type Process struct {
 // it is still running.
 func StartProcess(t testing.TB, dir string, env []string, timeout time.Duration, prefix, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{Cmd: exec.Command(bin, args...), stderr: &SyncBuffer{}, done: make(chan struct{})}
 	p.Cmd.Dir = dir
 	p.Cmd.Env = append(os.Environ(), env...)
 	p.Cmd.Stderr = p.stderr
@@ -118,21 +117,4 @@ func Alive(pid int) bool {
 		return stat[i+2] != 'Z'
 	}
 	return true
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
