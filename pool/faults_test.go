@@ -569,6 +569,11 @@ func TestMaxConcurrentPerServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCall(t, p, srv, "echo", "after")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sems) != 0 {
+		t.Fatalf("%d per-key semaphores kept with nobody using them", len(p.sems))
+	}
 }
 
 func TestProgressReachesCaller(t *testing.T) {

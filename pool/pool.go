@@ -76,7 +76,7 @@ type Pool struct {
 	gens      map[key]uint64        // last dial generation per key
 	reinit    map[key]bool          // the last entry of key was lost to expiry or death
 	eras      map[key]string        // negotiated protocol version per key, pinned on re-dial
-	sems      map[key]chan struct{} // per-key concurrency caps
+	sems      map[key]*semaphore    // per-key concurrency caps, while anyone uses them
 	cleanerOn bool                  // the idle cleaner runs
 	lingering []*time.Timer         // progress tokens of finished calls, see forgetProgress
 	closeNow  chan struct{}         // closed by Close; stops the cleaner
@@ -96,7 +96,7 @@ func New(opts *Options) *Pool {
 		gens:     make(map[key]uint64),
 		reinit:   make(map[key]bool),
 		eras:     make(map[key]string),
-		sems:     make(map[key]chan struct{}),
+		sems:     make(map[key]*semaphore),
 		closeNow: make(chan struct{}),
 		counters: counters{invalidations: map[string]int64{}, closes: map[string]int64{}},
 	}
@@ -260,6 +260,14 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 	}
 }
 
+// A semaphore caps the requests in flight for one key. It lives in
+// Pool.sems while callers hold or wait for it, and no longer, so a pool that
+// sees many identities over time does not keep one per identity.
+type semaphore struct {
+	slots chan struct{}
+	users int // callers holding or waiting for a slot; guarded by Pool.mu
+}
+
 // admit applies Options.MaxConcurrentPerServer.
 func (p *Pool) admit(ctx context.Context, k key) (release func(), err error) {
 	n := p.opts.MaxConcurrentPerServer
@@ -269,22 +277,35 @@ func (p *Pool) admit(ctx context.Context, k key) (release func(), err error) {
 	p.mu.Lock()
 	sem, ok := p.sems[k]
 	if !ok {
-		sem = make(chan struct{}, n)
+		sem = &semaphore{slots: make(chan struct{}, n)}
 		p.sems[k] = sem
 	}
+	sem.users++
 	p.mu.Unlock()
+	leave := func() {
+		p.mu.Lock()
+		if sem.users--; sem.users == 0 {
+			delete(p.sems, k)
+		}
+		p.mu.Unlock()
+	}
+	release = func() {
+		<-sem.slots
+		leave()
+	}
 	select {
-	case sem <- struct{}{}:
-		return func() { <-sem }, nil
+	case sem.slots <- struct{}{}:
+		return release, nil
 	default:
 	}
 	p.mu.Lock()
 	p.counters.waits++
 	p.mu.Unlock()
 	select {
-	case sem <- struct{}{}:
-		return func() { <-sem }, nil
+	case sem.slots <- struct{}{}:
+		return release, nil
 	case <-ctx.Done():
+		leave()
 		return nil, fmt.Errorf("waiting for a free slot (at most %d requests in flight): %w", n, ctx.Err())
 	}
 }
