@@ -144,7 +144,8 @@ func describe(s *step, t *tool, c *issued) string {
 		if empty {
 			return fmt.Sprintf("I found nothing about %s.", subject)
 		}
-		return fmt.Sprintf("Here is what I know about %s: %s", subject, sentence(strings.Join(items, "; ")))
+		// What is known, once: a fact remembered twice is still one fact.
+		return fmt.Sprintf("Here is what I know about %s: %s", subject, sentence(strings.Join(distinct(items), "; ")))
 	case t.intents[intentDelete]:
 		if id, ok := args["id"]; ok {
 			return fmt.Sprintf("I deleted %s %v.", object(t), id)
@@ -310,6 +311,19 @@ func items(content string) (texts []string, empty bool) {
 		}
 	}
 	return clip(texts), len(texts) == 0
+}
+
+// distinct returns texts without repeats (ignoring case), in order.
+func distinct(texts []string) []string {
+	seen := make(map[string]bool, len(texts))
+	out := texts[:0:0]
+	for _, t := range texts {
+		if k := strings.ToLower(t); !seen[k] {
+			seen[k] = true
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // jsonTexts finds the text of each entry in a JSON result, in order.

@@ -161,6 +161,18 @@ func TestREADMETaskEndToEnd(t *testing.T) {
 	})
 }
 
+// The README task asked twice: the archive holds the fact twice, the answer
+// says it once.
+func TestREADMETaskTwiceStatesTheFactOnce(t *testing.T) {
+	tools := openaiTools(t, packratSchemas, abacusSchemas)
+	a := &archive{notes: []string{"the launch moved to Friday"}}
+	got := runTurn(t, newClient(t), readmeTask, tools, a.run)
+	want := "I stored that note (id 2). Here is what I know about the launch: the launch moved to Friday."
+	if len(got) != 3 || got[2].text != want {
+		t.Fatalf("turn: %+v\nwant the answer %q", got, want)
+	}
+}
+
 func TestParallelIndependentSteps(t *testing.T) {
 	tools := openaiTools(t, packratSchemas, abacusSchemas)
 	got := runTurn(t, newClient(t), "calculate 2+2 and convert 5 km to miles", tools, (&archive{}).run)
