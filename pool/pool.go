@@ -71,16 +71,16 @@ type Pool struct {
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
-	entries   map[key]*entry        // live entries
-	draining  map[*entry]struct{}   // out of the map, not yet closed
-	gens      map[key]uint64        // last dial generation per key
-	reinit    map[key]bool          // the last entry of key was lost to expiry or death
-	eras      map[key]string        // negotiated protocol version per key, pinned on re-dial
-	sems      map[key]*semaphore    // per-key concurrency caps, while anyone uses them
-	cleanerOn bool                  // the idle cleaner runs
-	lingering []*time.Timer         // progress tokens of finished calls, see forgetProgress
-	closeNow  chan struct{}         // closed by Close; stops the cleaner
-	counters  counters              //
+	entries   map[key]*entry      // live entries
+	draining  map[*entry]struct{} // out of the map, not yet closed
+	gens      map[key]uint64      // last dial generation per key
+	reinit    map[key]bool        // the last entry of key was lost to expiry or death
+	eras      map[key]string      // negotiated protocol version per key, pinned on re-dial
+	sems      map[key]*semaphore  // per-key concurrency caps, while anyone uses them
+	cleanerOn bool                // the idle cleaner runs
+	lingering []*time.Timer       // progress tokens of finished calls, see forgetProgress
+	closeNow  chan struct{}       // closed by Close; stops the cleaner
+	counters  counters            //
 }
 
 type counters struct {
