@@ -6,10 +6,11 @@ import (
 
 	"bytes"
 	"fmt"
-	"go.uber.org/goleak"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"go.uber.org/goleak"
 )
 
 // ModuleRoot returns the directory of the main module, from `go env GOMOD`.

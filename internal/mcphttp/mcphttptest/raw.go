@@ -78,28 +78,10 @@ func (c *Client) Do(ctx context.Context, method, sessionID string, body []byte, 
 		req.Header.Set("Mcp-Session-Id", sessionID)
 		req.Header.Set("Mcp-Protocol-Version", ProtocolVersion)
 	}
-	for k, v := range c.Header {
-		req.Header.Set(k, v)
-	}
 	for k, v := range extra {
 		req.Header.Set(k, v)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s %s answer: %w", method, c.URL, err)
-	}
-	r := &Response{Status: resp.StatusCode, Header: resp.Header, Body: data, SessionID: resp.Header.Get("Mcp-Session-Id")}
-	r.Messages = decode(resp.Header.Get("Content-Type"), data)
-	return r, nil
+	return c.do(req)
 }
 
 // Call POSTs one JSON-RPC request (id non-nil) or notification (id nil).

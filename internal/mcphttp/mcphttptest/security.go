@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -17,10 +18,13 @@ import (
 // with what it saw. The endpoint must not require a token (CheckBearer
 // covers one that does).
 
-// do sends one request built by the caller and reads the whole answer.
+// do sends one request built by the caller, with c.Header added unless the
+// request sets the header itself, and reads the whole answer.
 func (c *Client) do(req *http.Request) (*Response, error) {
 	for k, v := range c.Header {
-		req.Header.Set(k, v)
+		if req.Header.Get(k) == "" {
+			req.Header.Set(k, v)
+		}
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -33,7 +37,7 @@ func (c *Client) do(req *http.Request) (*Response, error) {
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the %s %s answer: %w", req.Method, req.URL, err)
 	}
 	r := &Response{Status: resp.StatusCode, Header: resp.Header, Body: data, SessionID: resp.Header.Get("Mcp-Session-Id")}
 	r.Messages = decode(resp.Header.Get("Content-Type"), data)
