@@ -44,6 +44,18 @@ func withProbe(ctx context.Context, p *probe) context.Context {
 	return context.WithValue(ctx, probeKey{}, p)
 }
 
+// record notes what happened to the request's first POST.
+func (p *probe) record(resp *http.Response, err error, withSession bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.withSession = withSession
+	if err != nil {
+		p.notWritten, p.sendErr = isNotWritten(err), err
+		return
+	}
+	p.status = resp.StatusCode
+}
+
 // ownError returns the error of this request's own POST when it never reached
 // the server. go-sdk may report another request's failure instead (the
 // session it shared died first); the caller should read what happened to
@@ -89,52 +101,47 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context()) // a RoundTripper must not modify its request
-	for k, v := range r.headers {
-		if req.Header.Get(k) == "" {
-			req.Header.Set(k, v)
-		}
-	}
 	withSession := req.Header.Get(sessionIDHeader) != ""
 	if withSession && req.Method == http.MethodPost && r.entry.dialing.Load() && isInitialize(req) {
 		return nil, errStaleInitialize
 	}
 
 	// Tie the request to the entry's lifetime so a close that overruns its
-	// timeout can abort it.
+	// timeout can abort it. WithContext copies the request, so adding the
+	// configured headers below does not modify the caller's (a RoundTripper
+	// must not), once the header map is cloned too.
 	ctx, cancel := context.WithCancel(req.Context())
 	stop := context.AfterFunc(r.entry.abortCtx, cancel)
-	req = req.WithContext(ctx)
+	out := req.WithContext(ctx)
+	cloned := false
+	for k, v := range r.headers {
+		if out.Header.Get(k) == "" {
+			if !cloned {
+				out.Header, cloned = out.Header.Clone(), true
+			}
+			out.Header.Set(k, v)
+		}
+	}
 
 	var pr, notice *probe
-	if p, ok := req.Context().Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost {
+	if p, ok := ctx.Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost {
 		if p.posts.Add(1) == 1 {
 			pr = p
 		} else {
 			notice = p
 		}
 	}
-	resp, err := r.base.RoundTrip(req)
+	resp, err := r.base.RoundTrip(out)
 	if notice != nil {
 		notice.noticeOnce.Do(func() { close(notice.noticeSent) })
+	}
+	if pr != nil {
+		pr.record(resp, err, withSession)
 	}
 	if err != nil {
 		stop()
 		cancel()
-		if pr != nil {
-			pr.mu.Lock()
-			pr.withSession = withSession
-			pr.notWritten = isNotWritten(err)
-			pr.sendErr = err
-			pr.mu.Unlock()
-		}
 		return nil, err
-	}
-	if pr != nil {
-		pr.mu.Lock()
-		pr.status = resp.StatusCode
-		pr.withSession = withSession
-		pr.mu.Unlock()
 	}
 	// A POST carrying the session id answered 404: the server has forgotten
 	// the session, whatever request this was (a call, or a notification such

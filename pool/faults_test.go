@@ -611,11 +611,26 @@ func TestIdentitiesNeverShareASession(t *testing.T) {
 	p := newTestPool(t, nil)
 	a := &Server{Name: "s", URL: ts.URL(), ProtocolVersion: Protocol20251125, Headers: map[string]string{"Authorization": "Bearer alice"}}
 	b := &Server{Name: "s", URL: ts.URL(), ProtocolVersion: Protocol20251125, Headers: map[string]string{"Authorization": "Bearer bob"}}
+	var mu sync.Mutex
+	seen := map[string]string{} // call id -> Authorization
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
+		if rpc.CallID != "" {
+			mu.Lock()
+			seen[rpc.CallID] = r.Header.Get("Authorization")
+			mu.Unlock()
+		}
+		return false
+	})
 	mustCall(t, p, a, "echo", "1")
 	mustCall(t, p, b, "echo", "2")
 	mustCall(t, p, a, "echo", "3")
 	if st := p.Stats(); st.Dials != 2 || st.Open != 2 {
 		t.Fatalf("stats: %+v", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["1"] != "Bearer alice" || seen["2"] != "Bearer bob" || seen["3"] != "Bearer alice" {
+		t.Fatalf("the server saw credentials %v", seen)
 	}
 }
 

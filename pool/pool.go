@@ -27,7 +27,7 @@ import (
 // server is not behaving, and looping would hide it.
 const maxRetries = 1
 
-// Test hooks; see export_test.go.
+// Test hooks, set by the package's own tests.
 var (
 	testHookClose        = func(inUse int) {} // a close starts; called with p.mu held
 	testHookCleanerSwept = func() {}          // the idle cleaner finished a sweep
@@ -80,7 +80,7 @@ type Pool struct {
 	cleanerOn bool                // the idle cleaner runs
 	lingering []*time.Timer       // progress tokens of finished calls, see forgetProgress
 	closeNow  chan struct{}       // closed by Close; stops the cleaner
-	counters  counters            //
+	counters  counters            // for Stats
 }
 
 type counters struct {
