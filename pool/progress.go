@@ -28,14 +28,22 @@ func (p *Pool) withProgressToken(ctx context.Context, params *mcp.CallToolParams
 	if !ok || fn == nil {
 		return params
 	}
+	tok := fmt.Sprintf("switchboard-%d", p.tokenID.Add(1))
+	p.progress.Store(tok, fn)
+	return withMeta(params, map[string]string{"progressToken": tok})
+}
+
+// withMeta returns a copy of params whose _meta also holds kv; the caller's
+// params and _meta are not modified.
+func withMeta(params *mcp.CallToolParams, kv map[string]string) *mcp.CallToolParams {
 	c := *params
 	c.Meta = maps.Clone(params.Meta)
 	if c.Meta == nil {
 		c.Meta = mcp.Meta{}
 	}
-	tok := fmt.Sprintf("switchboard-%d", p.tokenID.Add(1))
-	c.Meta["progressToken"] = tok
-	p.progress.Store(tok, fn)
+	for k, v := range kv {
+		c.Meta[k] = v
+	}
 	return &c
 }
 

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"errors"
-	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
@@ -86,13 +85,5 @@ func withTraceMeta(ctx context.Context, params *mcp.CallToolParams) *mcp.CallToo
 	if len(c) == 0 {
 		return params
 	}
-	cp := *params
-	cp.Meta = maps.Clone(params.Meta)
-	if cp.Meta == nil {
-		cp.Meta = mcp.Meta{}
-	}
-	for k, v := range c {
-		cp.Meta[k] = v
-	}
-	return &cp
+	return withMeta(params, c)
 }
