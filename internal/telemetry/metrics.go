@@ -42,8 +42,7 @@ var DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 // at scrape time rather than counting alongside the pool, so the numbers are
 // the pool's own and cannot drift from them.
 type PoolCollector struct {
-	process string
-	stats   func() pool.Stats
+	stats func() pool.Stats
 
 	open, inUse, idle                            *prometheus.Desc
 	dials, dialFailures, reinits, retries, waits *prometheus.Desc
@@ -58,7 +57,6 @@ func NewPoolCollector(process string, stats func() pool.Stats) *PoolCollector {
 		return prometheus.NewDesc(name, help, vars, l)
 	}
 	return &PoolCollector{
-		process:       process,
 		stats:         stats,
 		open:          d(MetricPoolSessionsOpen, "MCP sessions open in the pool: live plus draining."),
 		inUse:         d(MetricPoolSessionsInUse, "MCP sessions with requests in flight."),

@@ -106,15 +106,3 @@ func ExtractMeta(ctx context.Context, meta map[string]any) context.Context {
 	}
 	return propagation.TraceContext{}.Extract(ctx, c)
 }
-
-// InjectMeta writes ctx's span context into meta as traceparent (and
-// tracestate) and reports whether there was one to write. meta must not be
-// nil.
-func InjectMeta(ctx context.Context, meta map[string]any) bool {
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	for k, v := range c {
-		meta[k] = v
-	}
-	return len(c) > 0
-}
