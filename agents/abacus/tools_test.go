@@ -9,56 +9,20 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/agents/internal/tooltest"
 )
 
 // serve registers abacus on a fresh server and connects a client to it
 // through in-memory transports.
 func serve(t *testing.T) *mcp.ClientSession {
 	t.Helper()
-	ctx := context.Background()
 	server := mcp.NewServer(&mcp.Implementation{Name: "abacus", Version: "test"}, nil)
 	if err := Register(server); err != nil {
 		t.Fatal(err)
 	}
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "test"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cs.Close()
-		ss.Wait()
-	})
+	cs, _ := tooltest.Connect(t, server)
 	return cs
-}
-
-func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s(%v): protocol error: %v", name, args, err)
-	}
-	if out != nil && !res.IsError {
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s: decode structured content %s: %v", name, b, err)
-		}
-	}
-	return res
-}
-
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 func TestToolsList(t *testing.T) {
@@ -95,13 +59,13 @@ func TestToolsList(t *testing.T) {
 func TestToolCalculate(t *testing.T) {
 	cs := serve(t)
 	var out calculateOut
-	res := call(t, cs, "calculate", map[string]any{"expression": "2 + 3 * 4"}, &out)
-	if res.IsError || out.Result != 14 || text(res) != "2 + 3 * 4 = 14" {
-		t.Fatalf("calculate = %q %+v", text(res), out)
+	res := tooltest.Call(t, cs, "calculate", map[string]any{"expression": "2 + 3 * 4"}, &out)
+	if res.IsError || out.Result != 14 || tooltest.Text(res) != "2 + 3 * 4 = 14" {
+		t.Fatalf("calculate = %q %+v", tooltest.Text(res), out)
 	}
-	res = call(t, cs, "calculate", map[string]any{"expression": "0.1 + 0.2"}, &out)
-	if res.IsError || out.Result != 0.3 || text(res) != "0.1 + 0.2 = 0.3" {
-		t.Fatalf("calculate = %q %+v", text(res), out)
+	res = tooltest.Call(t, cs, "calculate", map[string]any{"expression": "0.1 + 0.2"}, &out)
+	if res.IsError || out.Result != 0.3 || tooltest.Text(res) != "0.1 + 0.2 = 0.3" {
+		t.Fatalf("calculate = %q %+v", tooltest.Text(res), out)
 	}
 
 	tests := []struct {
@@ -113,53 +77,53 @@ func TestToolCalculate(t *testing.T) {
 		{"sqrt(-1)", "sqrt: square root of a negative number (-1) at position 1\n  sqrt(-1)\n  ^"},
 	}
 	for _, tt := range tests {
-		res := call(t, cs, "calculate", map[string]any{"expression": tt.expr}, nil)
-		if !res.IsError || text(res) != tt.want {
-			t.Errorf("calculate(%q) = isError %v, %q; want a tool error %q", tt.expr, res.IsError, text(res), tt.want)
+		res := tooltest.Call(t, cs, "calculate", map[string]any{"expression": tt.expr}, nil)
+		if !res.IsError || tooltest.Text(res) != tt.want {
+			t.Errorf("calculate(%q) = isError %v, %q; want a tool error %q", tt.expr, res.IsError, tooltest.Text(res), tt.want)
 		}
 	}
-	if res := call(t, cs, "calculate", map[string]any{}, nil); !res.IsError || !strings.Contains(text(res), "expression") {
-		t.Errorf("calculate without expression = %q", text(res))
+	if res := tooltest.Call(t, cs, "calculate", map[string]any{}, nil); !res.IsError || !strings.Contains(tooltest.Text(res), "expression") {
+		t.Errorf("calculate without expression = %q", tooltest.Text(res))
 	}
 }
 
 func TestToolConvertUnits(t *testing.T) {
 	cs := serve(t)
 	var out convertOut
-	res := call(t, cs, "convert_units", map[string]any{"value": 5, "from": "km", "to": "mi"}, &out)
-	if res.IsError || out.From != "km" || out.To != "mi" || out.Category != "length" || text(res) != "5 km = 3.10685596118667 mi" {
-		t.Fatalf("convert_units = %q %+v", text(res), out)
+	res := tooltest.Call(t, cs, "convert_units", map[string]any{"value": 5, "from": "km", "to": "mi"}, &out)
+	if res.IsError || out.From != "km" || out.To != "mi" || out.Category != "length" || tooltest.Text(res) != "5 km = 3.10685596118667 mi" {
+		t.Fatalf("convert_units = %q %+v", tooltest.Text(res), out)
 	}
-	res = call(t, cs, "convert_units", map[string]any{"value": 1, "from": "kg", "to": "km"}, nil)
-	if !res.IsError || !strings.Contains(text(res), "cannot convert kg (mass) to km (length)") {
-		t.Errorf("convert_units kg→km = %q", text(res))
+	res = tooltest.Call(t, cs, "convert_units", map[string]any{"value": 1, "from": "kg", "to": "km"}, nil)
+	if !res.IsError || !strings.Contains(tooltest.Text(res), "cannot convert kg (mass) to km (length)") {
+		t.Errorf("convert_units kg→km = %q", tooltest.Text(res))
 	}
 }
 
 func TestToolDateMath(t *testing.T) {
 	cs := serve(t)
 	var out dateMathOut
-	res := call(t, cs, "date_math", map[string]any{"operation": "add", "date": "2025-01-15", "amount": 90}, &out)
-	if res.IsError || out.Result != "2025-04-15" || text(res) != "2025-01-15 + 90 days = 2025-04-15 (Tuesday)" {
-		t.Fatalf("date_math add = %q %+v", text(res), out)
+	res := tooltest.Call(t, cs, "date_math", map[string]any{"operation": "add", "date": "2025-01-15", "amount": 90}, &out)
+	if res.IsError || out.Result != "2025-04-15" || tooltest.Text(res) != "2025-01-15 + 90 days = 2025-04-15 (Tuesday)" {
+		t.Fatalf("date_math add = %q %+v", tooltest.Text(res), out)
 	}
-	res = call(t, cs, "date_math", map[string]any{"operation": "between", "date": "2025-01-01", "end_date": "2025-12-25"}, &out)
-	if res.IsError || out.Days == nil || *out.Days != 358 || text(res) != "From 2025-01-01 to 2025-12-25 is 358 days (51 weeks and 1 day)." {
-		t.Fatalf("date_math between = %q %+v", text(res), out)
+	res = tooltest.Call(t, cs, "date_math", map[string]any{"operation": "between", "date": "2025-01-01", "end_date": "2025-12-25"}, &out)
+	if res.IsError || out.Days == nil || *out.Days != 358 || tooltest.Text(res) != "From 2025-01-01 to 2025-12-25 is 358 days (51 weeks and 1 day)." {
+		t.Fatalf("date_math between = %q %+v", tooltest.Text(res), out)
 	}
-	res = call(t, cs, "date_math", map[string]any{"operation": "weekday", "date": "1969-07-20"}, &out)
+	res = tooltest.Call(t, cs, "date_math", map[string]any{"operation": "weekday", "date": "1969-07-20"}, &out)
 	if res.IsError || out.Weekday != "Sunday" {
-		t.Fatalf("date_math weekday = %q %+v", text(res), out)
+		t.Fatalf("date_math weekday = %q %+v", tooltest.Text(res), out)
 	}
 	for _, args := range []map[string]any{
 		{"operation": "add", "date": "2025-02-30", "amount": 1},
 		{"operation": "multiply", "date": "2025-01-01"},
 		{"operation": "add", "date": "2025-01-01", "amount": 1, "unit": "fortnights"},
 	} {
-		if res := call(t, cs, "date_math", args, nil); !res.IsError {
-			t.Errorf("date_math(%v) = %q, want a tool error", args, text(res))
+		if res := tooltest.Call(t, cs, "date_math", args, nil); !res.IsError {
+			t.Errorf("date_math(%v) = %q, want a tool error", args, tooltest.Text(res))
 		} else {
-			t.Logf("date_math(%v) → %q", args, text(res))
+			t.Logf("date_math(%v) → %q", args, tooltest.Text(res))
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/agents/internal/tooltest"
 )
 
 // serve registers packrat on a fresh server over dataDir and connects a
@@ -18,63 +20,20 @@ import (
 // need to restart packrat call it early.
 func serve(t *testing.T, dataDir string) (cs *mcp.ClientSession, stop func()) {
 	t.Helper()
-	ctx := context.Background()
 	server := mcp.NewServer(&mcp.Implementation{Name: "packrat", Version: "test"}, nil)
 	closer, err := Register(server, dataDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err = mcp.NewClient(&mcp.Implementation{Name: "test", Version: "test"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cs.Close()
-			ss.Wait()
-			if err := closer.Close(); err != nil {
-				t.Errorf("close packrat: %v", err)
-			}
-		})
-	}
+	cs, end := tooltest.Connect(t, server)
+	stop = sync.OnceFunc(func() {
+		end()
+		if err := closer.Close(); err != nil {
+			t.Errorf("close packrat: %v", err)
+		}
+	})
 	t.Cleanup(stop)
 	return cs, stop
-}
-
-// call calls a tool, fails the test on a protocol error, and decodes the
-// structured content into out (if non-nil and the call succeeded).
-func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s(%v): protocol error: %v", name, args, err)
-	}
-	if out != nil && !res.IsError {
-		b, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s: decode structured content %s: %v", name, b, err)
-		}
-	}
-	return res
-}
-
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 // wantToolError checks that res is a tool error (not a success) whose text
@@ -82,11 +41,11 @@ func text(res *mcp.CallToolResult) string {
 func wantToolError(t *testing.T, res *mcp.CallToolResult, substrs ...string) {
 	t.Helper()
 	if !res.IsError {
-		t.Fatalf("got success %q, want a tool error containing %q", text(res), substrs)
+		t.Fatalf("got success %q, want a tool error containing %q", tooltest.Text(res), substrs)
 	}
 	for _, s := range substrs {
-		if !strings.Contains(text(res), s) {
-			t.Errorf("tool error %q does not contain %q", text(res), s)
+		if !strings.Contains(tooltest.Text(res), s) {
+			t.Errorf("tool error %q does not contain %q", tooltest.Text(res), s)
 		}
 	}
 }
@@ -132,48 +91,48 @@ func TestToolsRoundTrip(t *testing.T) {
 	cs, _ := serve(t, t.TempDir())
 
 	var stored storeNoteOut
-	res := call(t, cs, "store_note", map[string]any{"text": "The wifi password is hunter2", "title": "Wifi", "tags": []string{"Home"}}, &stored)
+	res := tooltest.Call(t, cs, "store_note", map[string]any{"text": "The wifi password is hunter2", "title": "Wifi", "tags": []string{"Home"}}, &stored)
 	if res.IsError || !stored.Stored || stored.ID == 0 {
-		t.Fatalf("store_note = %q %+v", text(res), stored)
+		t.Fatalf("store_note = %q %+v", tooltest.Text(res), stored)
 	}
-	if want := fmt.Sprintf("Stored note %d.", stored.ID); text(res) != want {
-		t.Errorf("store_note text = %q, want %q", text(res), want)
+	if want := fmt.Sprintf("Stored note %d.", stored.ID); tooltest.Text(res) != want {
+		t.Errorf("store_note text = %q, want %q", tooltest.Text(res), want)
 	}
 
 	var got Note
-	res = call(t, cs, "get_note", map[string]any{"id": stored.ID}, &got)
+	res = tooltest.Call(t, cs, "get_note", map[string]any{"id": stored.ID}, &got)
 	if res.IsError || got.Text != "The wifi password is hunter2" || got.Title != "Wifi" || !slices.Equal(got.Tags, []string{"home"}) {
-		t.Fatalf("get_note = %q %+v", text(res), got)
+		t.Fatalf("get_note = %q %+v", tooltest.Text(res), got)
 	}
-	if !strings.Contains(text(res), "hunter2") {
-		t.Errorf("get_note text %q does not show the note", text(res))
+	if !strings.Contains(tooltest.Text(res), "hunter2") {
+		t.Errorf("get_note text %q does not show the note", tooltest.Text(res))
 	}
 
 	var found notesOut
-	res = call(t, cs, "search_notes", map[string]any{"query": "WIFI password"}, &found)
+	res = tooltest.Call(t, cs, "search_notes", map[string]any{"query": "WIFI password"}, &found)
 	if res.IsError || found.Count != 1 || found.Notes[0].ID != stored.ID || found.More {
-		t.Fatalf("search_notes = %q %+v", text(res), found)
+		t.Fatalf("search_notes = %q %+v", tooltest.Text(res), found)
 	}
-	res = call(t, cs, "search_notes", map[string]any{"query": "nothing like it"}, &found)
+	res = tooltest.Call(t, cs, "search_notes", map[string]any{"query": "nothing like it"}, &found)
 	if res.IsError || found.Count != 0 || found.Notes == nil {
-		t.Fatalf("search_notes (no match) = %q %+v; want an empty, non-nil list", text(res), found)
+		t.Fatalf("search_notes (no match) = %q %+v; want an empty, non-nil list", tooltest.Text(res), found)
 	}
-	if !strings.Contains(text(res), "No notes") {
-		t.Errorf("search_notes (no match) text = %q", text(res))
+	if !strings.Contains(tooltest.Text(res), "No notes") {
+		t.Errorf("search_notes (no match) text = %q", tooltest.Text(res))
 	}
 
 	var listed notesOut
-	res = call(t, cs, "list_notes", map[string]any{"tag": "home"}, &listed)
+	res = tooltest.Call(t, cs, "list_notes", map[string]any{"tag": "home"}, &listed)
 	if res.IsError || listed.Count != 1 {
-		t.Fatalf("list_notes = %q %+v", text(res), listed)
+		t.Fatalf("list_notes = %q %+v", tooltest.Text(res), listed)
 	}
 
 	var deleted deleteNoteOut
-	res = call(t, cs, "delete_note", map[string]any{"id": stored.ID}, &deleted)
+	res = tooltest.Call(t, cs, "delete_note", map[string]any{"id": stored.ID}, &deleted)
 	if res.IsError || !deleted.Deleted || deleted.Note.ID != stored.ID {
-		t.Fatalf("delete_note = %q %+v", text(res), deleted)
+		t.Fatalf("delete_note = %q %+v", tooltest.Text(res), deleted)
 	}
-	wantToolError(t, call(t, cs, "get_note", map[string]any{"id": stored.ID}, nil), "not found", fmt.Sprint(stored.ID))
+	wantToolError(t, tooltest.Call(t, cs, "get_note", map[string]any{"id": stored.ID}, nil), "not found", fmt.Sprint(stored.ID))
 }
 
 func TestToolsErrors(t *testing.T) {
@@ -196,9 +155,9 @@ func TestToolsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.tool, tt.args), func(t *testing.T) {
-			res := call(t, cs, tt.tool, tt.args, nil)
+			res := tooltest.Call(t, cs, tt.tool, tt.args, nil)
 			wantToolError(t, res, tt.want...)
-			t.Logf("%s(%v) → %q", tt.tool, tt.args, text(res))
+			t.Logf("%s(%v) → %q", tt.tool, tt.args, tooltest.Text(res))
 		})
 	}
 }
@@ -234,28 +193,28 @@ func TestToolsIdempotentStore(t *testing.T) {
 	newly := 0
 	for i := range n {
 		if errs[i] != nil || ress[i].IsError {
-			t.Fatalf("call %d: err=%v result=%q", i, errs[i], text(ress[i]))
+			t.Fatalf("call %d: err=%v result=%q", i, errs[i], tooltest.Text(ress[i]))
 		}
 		if outs[i].ID != outs[0].ID {
 			t.Errorf("call %d: id %d, call 0: id %d", i, outs[i].ID, outs[0].ID)
 		}
 		if outs[i].Stored {
 			newly++
-		} else if !strings.Contains(text(ress[i]), "already stored") {
-			t.Errorf("call %d: repeat text %q", i, text(ress[i]))
+		} else if !strings.Contains(tooltest.Text(ress[i]), "already stored") {
+			t.Errorf("call %d: repeat text %q", i, tooltest.Text(ress[i]))
 		}
 	}
 	if newly != 1 {
 		t.Errorf("%d calls stored a note, want exactly 1", newly)
 	}
 	var listed notesOut
-	call(t, cs, "list_notes", map[string]any{"limit": maxLimit}, &listed)
+	tooltest.Call(t, cs, "list_notes", map[string]any{"limit": maxLimit}, &listed)
 	if listed.Count != 1 {
 		t.Errorf("archive holds %d notes, want 1", listed.Count)
 	}
 
 	// The same key with other content is refused, naming the note.
-	wantToolError(t, call(t, cs, "store_note", map[string]any{"text": "pay rent twice", "idempotency_key": "run-1/step-3"}, nil),
+	wantToolError(t, tooltest.Call(t, cs, "store_note", map[string]any{"text": "pay rent twice", "idempotency_key": "run-1/step-3"}, nil),
 		"idempotency key", fmt.Sprint(outs[0].ID))
 }
 
@@ -263,16 +222,16 @@ func TestToolsPersistAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	cs, stop := serve(t, dir)
 	var stored storeNoteOut
-	call(t, cs, "store_note", map[string]any{"text": "survives restarts", "idempotency_key": "k"}, &stored)
+	tooltest.Call(t, cs, "store_note", map[string]any{"text": "survives restarts", "idempotency_key": "k"}, &stored)
 	stop()
 
 	cs, _ = serve(t, dir)
 	var got Note
-	if res := call(t, cs, "get_note", map[string]any{"id": stored.ID}, &got); res.IsError || got.Text != "survives restarts" {
-		t.Fatalf("after restart get_note = %q %+v", text(res), got)
+	if res := tooltest.Call(t, cs, "get_note", map[string]any{"id": stored.ID}, &got); res.IsError || got.Text != "survives restarts" {
+		t.Fatalf("after restart get_note = %q %+v", tooltest.Text(res), got)
 	}
 	var again storeNoteOut
-	call(t, cs, "store_note", map[string]any{"text": "survives restarts", "idempotency_key": "k"}, &again)
+	tooltest.Call(t, cs, "store_note", map[string]any{"text": "survives restarts", "idempotency_key": "k"}, &again)
 	if again.Stored || again.ID != stored.ID {
 		t.Errorf("repeat after restart = %+v, want id %d, stored=false", again, stored.ID)
 	}
