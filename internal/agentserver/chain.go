@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,7 +52,7 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middle
 			if err != nil {
 				raw, _ := json.Marshal(meta[delegation.MetaKey])
 				logger.Warn("refusing a call with a malformed delegation chain", "tool", tool, "chain", string(raw), "err", err)
-				return refusal(fmt.Sprintf("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, tool, raw, err)), nil
+				return toolError("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, tool, raw, err), nil
 			}
 			if !found {
 				chain = delegation.Chain{RunID: NewRunID()}
@@ -62,15 +61,11 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middle
 			if err != nil {
 				// Enter's error names the chain, the run and the reason.
 				logger.Warn("refusing a delegated call", "tool", tool, "err", err)
-				return refusal(fmt.Sprintf("agent %s refused the call to %s: %v", agent, tool, err)), nil
+				return toolError("agent %s refused the call to %s: %v", agent, tool, err), nil
 			}
 			return next(WithChain(withRun(ctx, entered.RunID), entered), method, req)
 		}
 	}
-}
-
-func refusal(text string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 func toolName(p mcp.Params) string {
