@@ -37,7 +37,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	dataDir := fs.String("data-dir", "", "the agent's data directory (default .switchboard/data/<name>)")
 	sessionTimeout := fs.Duration("session-timeout", DefaultSessionTimeout, "close sessions idle this long (0: never)")
-	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
+	logFormat := fs.String("log-format", "text", "log format on stderr: "+logging.Formats)
 	maxConcurrent := fs.Int("max-concurrent", 0, "tools/call requests run at once; more wait, each until its caller's deadline (0: no cap)")
 	if err := fs.Parse(args); err != nil {
 		return 2
