@@ -163,9 +163,6 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 // it is mounted on; `agent serve` mounts it at /mcp.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Name is the agent's name.
-func (s *Server) Name() string { return s.def.Name }
-
 // DataDir is the agent's data directory (absolute).
 func (s *Server) DataDir() string { return s.dataDir }
 
