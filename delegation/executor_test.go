@@ -224,6 +224,13 @@ func TestFailureRendering(t *testing.T) {
 			[]string{"JSON-RPC error -32600: Session has been terminated", "could not be retried safely"},
 		},
 		{
+			// go-sdk wraps a refused connection in its own -32005
+			// *jsonrpc.Error; the pool knows it is no server's answer.
+			"transport failure wrapping go-sdk's marker",
+			&pool.Error{Kind: pool.KindTransport, Server: "packrat", Method: "tools/call", Tool: "store_note", Err: fmt.Errorf("sending: %w: connection refused", &jsonrpc.Error{Code: -32005, Message: "rejected by transport"})},
+			[]string{"could not be reached; nothing ran", "Cause: sending: rejected by transport: connection refused."},
+		},
+		{
 			"an error from another kind of caller",
 			fmt.Errorf("wrapped: %w", &jsonrpc.Error{Code: -32601, Message: "method not found"}),
 			[]string{"JSON-RPC error -32601: method not found"},
@@ -239,6 +246,9 @@ func TestFailureRendering(t *testing.T) {
 			r := e.Run(t.Context(), []delegation.Call{{ID: "1", Name: "packrat__store_note"}})[0]
 			if !r.IsError || !errors.Is(r.Err, tc.err) {
 				t.Errorf("IsError=%v Err=%v", r.IsError, r.Err)
+			}
+			if pe := (*pool.Error)(nil); errors.As(tc.err, &pe) && (r.Event.Code != pe.Code || r.Event.Message != pe.Message) {
+				t.Errorf("event code %d message %q, want the pool's %d %q", r.Event.Code, r.Event.Message, pe.Code, pe.Message)
 			}
 			for _, h := range append(tc.want, `agent "packrat"`, `tool "store_note"`) {
 				if !strings.Contains(r.Content, h) {

@@ -79,17 +79,17 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	var pe *pool.Error
 	isPool := errors.As(err, &pe)
 	if isPool {
+		// The pool has already decided whether a JSON-RPC error in the
+		// chain is the server's answer: go-sdk wraps transport failures in
+		// its own *jsonrpc.Error (-32005 "rejected by transport"), which
+		// the pool leaves out of Code and Message.
 		f.outcome = Outcome(pe.Kind.String())
 		f.retried = pe.Retried
 		if pe.Code != 0 || pe.Message != "" {
 			f.code, f.message, f.hasRPCErr = pe.Code, pe.Message, true
 		}
-	}
-	if !f.hasRPCErr {
-		var we *jsonrpc.Error
-		if errors.As(err, &we) {
-			f.code, f.message, f.hasRPCErr = we.Code, we.Message, true
-		}
+	} else if we := (*jsonrpc.Error)(nil); errors.As(err, &we) {
+		f.code, f.message, f.hasRPCErr = we.Code, we.Message, true
 	}
 	if canceled {
 		f.outcome = OutcomeCanceled
