@@ -16,4 +16,7 @@ var (
 	errKeyConflict = errors.New("idempotency key already used for a different note")
 	// errInvalid: an argument is out of range (too long, too many tags).
 	errInvalid = errors.New("invalid argument")
+	// errNewerSchema: the database was written by a newer packrat; opening
+	// it with this one could lose what the newer one stored.
+	errNewerSchema = errors.New("newer than this packrat understands")
 )

@@ -43,7 +43,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if version > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this packrat understands (%d)", version, len(migrations))
+		return fmt.Errorf("schema version %d is %w (%d)", version, errNewerSchema, len(migrations))
 	}
 	for i := version; i < len(migrations); i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {

@@ -245,8 +245,8 @@ func TestStoreRefusesNewerSchema(t *testing.T) {
 	}
 	st.Close()
 	_, err := openStore(context.Background(), filepath.Join(dir, DBFile))
-	if err == nil || !strings.Contains(err.Error(), "newer") {
-		t.Fatalf("open newer schema: err = %v, want a 'newer' error", err)
+	if !errors.Is(err, errNewerSchema) {
+		t.Fatalf("open newer schema: err = %v, want errNewerSchema", err)
 	}
 }
 
