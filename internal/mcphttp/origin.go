@@ -31,7 +31,7 @@ func CheckOrigin(r *http.Request) error {
 	if strings.EqualFold(u.Host, r.Host) {
 		return nil
 	}
-	if isLoopbackHost(u.Hostname()) {
+	if IsLoopback(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("%w: Origin %q is neither this server (%s) nor loopback", ErrForeignOrigin, origin, r.Host)
@@ -51,14 +51,14 @@ func CheckHost(r *http.Request) error {
 		return nil
 	}
 	lhost, _, err := net.SplitHostPort(local.String())
-	if err != nil || !isLoopbackHost(lhost) {
+	if err != nil || !IsLoopback(lhost) {
 		return nil
 	}
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	if !isLoopbackHost(host) {
+	if !IsLoopback(host) {
 		return fmt.Errorf("%w: Host %q reached a loopback listener", ErrForeignHost, r.Host)
 	}
 	return nil
@@ -66,9 +66,7 @@ func CheckHost(r *http.Request) error {
 
 // IsLoopback reports whether host (a host name or IP, without port) names the
 // local machine: "localhost" or a loopback IP.
-func IsLoopback(host string) bool { return isLoopbackHost(host) }
-
-func isLoopbackHost(host string) bool {
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
