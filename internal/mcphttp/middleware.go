@@ -43,12 +43,8 @@ const DefaultMaxBodyBytes = 4 << 20
 // Options.MaxSessions is zero.
 const DefaultMaxSessions = 10000
 
-// Header names from the MCP Streamable HTTP transport.
-const (
-	SessionIDHeader       = "Mcp-Session-Id"
-	ProtocolVersionHeader = "Mcp-Protocol-Version"
-	LastEventIDHeader     = "Last-Event-Id"
-)
+// SessionIDHeader is the MCP Streamable HTTP transport's session header.
+const SessionIDHeader = "Mcp-Session-Id"
 
 // Options configure a Handler. The zero value of every field means its
 // default.
