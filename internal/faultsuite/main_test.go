@@ -74,12 +74,12 @@ func recordLimit(l Limit) {
 
 func writeTable(path string) error {
 	rowsMu.Lock()
-	defer rowsMu.Unlock()
 	data, err := json.MarshalIndent(struct {
 		Profile string  `json:"profile"`
 		Rows    []Row   `json:"rows"`
 		Limits  []Limit `json:"limits"`
 	}{profileName(), rows, limits}, "", "  ")
+	rowsMu.Unlock()
 	if err != nil {
 		return err
 	}
