@@ -78,7 +78,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	})
 	var final askResult
 	if err == nil {
-		final, _ = structured(res)
+		final = structured(res)
 	}
 	out.Delegations = append(out.Delegations, pr.stop(final.Delegations)...)
 	switch {
@@ -103,20 +103,17 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// structured reads the ask tool's structured result, if it has one.
-func structured(res *mcp.CallToolResult) (askResult, bool) {
+// structured reads what it can of the ask tool's structured result: the
+// zero askResult when there is none.
+func structured(res *mcp.CallToolResult) askResult {
 	var r askResult
 	if res.StructuredContent == nil {
-		return r, false
+		return r
 	}
-	b, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return r, false
+	if b, err := json.Marshal(res.StructuredContent); err == nil {
+		_ = json.Unmarshal(b, &r) // a field of the wrong type is left zero
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, false
-	}
-	return r, true
+	return r
 }
 
 func writeJSON(w io.Writer, v any) {
