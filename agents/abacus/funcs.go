@@ -36,6 +36,16 @@ func unary(f func(float64) float64) *function {
 	return &function{1, 1, func(a []float64) (float64, error) { return f(a[0]), nil }}
 }
 
+// logarithm is a function of one argument, which must be positive.
+func logarithm(log func(float64) float64) *function {
+	return &function{1, 1, func(a []float64) (float64, error) {
+		if a[0] <= 0 {
+			return 0, fmt.Errorf("logarithm of a number that is not positive (%s)", formatNumber(a[0]))
+		}
+		return log(a[0]), nil
+	}}
+}
+
 // maxRoundDigits bounds round's second argument: beyond it float64 has no
 // digits left to round.
 const maxRoundDigits = 15
@@ -51,18 +61,8 @@ var functions = map[string]*function{
 		}
 		return math.Sqrt(a[0]), nil
 	}},
-	"ln": {1, 1, func(a []float64) (float64, error) {
-		if a[0] <= 0 {
-			return 0, fmt.Errorf("logarithm of a number that is not positive (%s)", formatNumber(a[0]))
-		}
-		return math.Log(a[0]), nil
-	}},
-	"log10": {1, 1, func(a []float64) (float64, error) {
-		if a[0] <= 0 {
-			return 0, fmt.Errorf("logarithm of a number that is not positive (%s)", formatNumber(a[0]))
-		}
-		return math.Log10(a[0]), nil
-	}},
+	"ln":    logarithm(math.Log),
+	"log10": logarithm(math.Log10),
 	// round(x) rounds half away from zero; round(x, d) to d decimal places
 	// (negative d rounds to tens, hundreds, ...).
 	"round": {1, 2, func(a []float64) (float64, error) {
