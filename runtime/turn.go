@@ -78,7 +78,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 
 	req := openai.ChatCompletionRequest{
 		Model:    a.model.name,
-		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: a.systemPrompt(tools)}, {Role: openai.ChatMessageRoleUser, Content: task}},
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: a.systemPrompt(res.Unavailable)}, {Role: openai.ChatMessageRoleUser, Content: task}},
 		Tools:    modelTools(tools),
 	}
 	maxSteps := cmp.Or(a.opts.MaxSteps, a.def.MaxSteps, DefaultMaxSteps)
@@ -133,19 +133,16 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	return res, fmt.Errorf("%w: agent %q made %d model steps, each calling tools, without a final answer (max_steps)", ErrStepLimit, a.def.Name, maxSteps)
 }
 
-// systemPrompt is the agent's instructions, plus a note of siblings that
-// are unavailable so that the model can say so instead of guessing.
-func (a *Agent) systemPrompt(tools *delegation.Toolbox) string {
+// systemPrompt is the agent's instructions, plus a note of the siblings (or
+// tools) that are unavailable, so that the model can say so instead of
+// guessing.
+func (a *Agent) systemPrompt(unavailable []string) string {
 	p := a.def.Instructions
 	if strings.TrimSpace(p) == "" {
 		p = fmt.Sprintf("You are %s. Use the tools offered to complete the task, then answer.", a.def.Name)
 	}
-	if u := tools.Unavailable(); len(u) > 0 {
-		var lines []string
-		for _, e := range u {
-			lines = append(lines, "- "+e.Error())
-		}
-		p += "\n\nThese agents or tools are unavailable for this task:\n" + strings.Join(lines, "\n")
+	if len(unavailable) > 0 {
+		p += "\n\nThese agents or tools are unavailable for this task:\n- " + strings.Join(unavailable, "\n- ")
 	}
 	return p
 }
