@@ -6,6 +6,7 @@ package agents
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,14 +30,7 @@ type Toolset func(s *mcp.Server, env Env) (io.Closer, error)
 func Lookup(name string) (Toolset, bool) { t, ok := toolsets[name]; return t, ok }
 
 // Names returns the names of all toolsets, sorted.
-func Names() []string {
-	var n []string
-	for k := range toolsets {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
-}
+func Names() []string { return slices.Sorted(maps.Keys(toolsets)) }
 
 // toolsets maps the names an agent.json "tools" list may use to the Go code
 // behind them.
