@@ -28,7 +28,7 @@ const BuiltinModel = builtin.ModelName
 // model is an agent's resolved model settings.
 type model struct {
 	builtin bool
-	baseURL string
+	baseURL string // redacted, for display; empty for the builtin model
 	name    string
 	client  *openai.Client
 	err     error // why the settings cannot be used; returned by Ask
@@ -39,7 +39,7 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 	baseURL := cmp.Or(opts.BaseURL, env("OPENAI_BASE_URL"), def.Model.BaseURL)
 	m := model{name: cmp.Or(opts.Model, env("OPENAI_MODEL"), def.Model.Name)}
 	if baseURL == "" || baseURL == BuiltinModel {
-		m.builtin, m.baseURL = true, builtin.BaseURL
+		m.builtin = true
 		if m.name == "" {
 			m.name = BuiltinModel
 		}
