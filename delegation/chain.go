@@ -1,6 +1,7 @@
 package delegation
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,7 +69,7 @@ func FromMeta(meta map[string]any) (c Chain, ok bool, err error) {
 	if err != nil {
 		return Chain{}, true, fmt.Errorf("_meta %q: %w", MetaKey, err)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return Chain{}, true, fmt.Errorf("_meta %q is not a delegation chain: %w", MetaKey, err)
