@@ -67,7 +67,6 @@ type failure struct {
 	code      int64
 	message   string
 	retried   bool
-	canceled  bool
 	text      string
 	hasRPCErr bool
 }
@@ -93,7 +92,6 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	}
 	if canceled {
 		f.outcome = OutcomeCanceled
-		f.canceled = true
 	}
 
 	var b strings.Builder
@@ -103,7 +101,7 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	}
 	b.WriteString(".")
 	switch {
-	case f.canceled:
+	case canceled:
 		b.WriteString(" The turn was cancelled; the agent was told to stop.")
 	case isPool && pe.Kind == pool.KindOutcomeUnknown:
 		b.WriteString(" Outcome unknown: the tool may have run; not retried. Check before repeating an action that must not happen twice.")
@@ -116,7 +114,7 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	case f.retried:
 		b.WriteString(" The pool recovered on a new session and retried once.")
 	}
-	if !f.hasRPCErr && !f.canceled {
+	if !f.hasRPCErr && !canceled {
 		// Without a JSON-RPC error the cause is all the model has to go on.
 		if cause := causeText(err, pe); cause != "" {
 			fmt.Fprintf(&b, " Cause: %s.", cause)
