@@ -97,13 +97,22 @@ type pair struct{ server, tool string }
 // assignNames gives each pair a distinct valid model tool name. See the
 // comment at the top of this file for the rules.
 func assignNames(pairs []pair) map[pair]string {
-	exact := func(p pair) bool { return ToolName(p.server, p.tool) == p.server+nameSep+p.tool }
-	sorted := slices.Clone(pairs)
-	slices.SortFunc(sorted, func(a, b pair) int {
+	// Each pair's plain name is computed once, not in every comparison.
+	type named struct {
+		pair
+		name  string // ToolName(server, tool)
+		exact bool   // name is server__tool, with no rewriting
+	}
+	sorted := make([]named, len(pairs))
+	for i, p := range pairs {
+		n := ToolName(p.server, p.tool)
+		sorted[i] = named{p, n, n == p.server+nameSep+p.tool}
+	}
+	slices.SortFunc(sorted, func(a, b named) int {
 		// Exact names first, so a rewritten name never displaces one that
 		// needed no rewriting.
-		if ea, eb := exact(a), exact(b); ea != eb {
-			if ea {
+		if a.exact != b.exact {
+			if a.exact {
 				return -1
 			}
 			return 1
@@ -116,12 +125,11 @@ func assignNames(pairs []pair) map[pair]string {
 	taken := make(map[string]bool, len(sorted))
 	var losers []pair
 	for _, p := range sorted {
-		n := ToolName(p.server, p.tool)
-		if taken[n] {
-			losers = append(losers, p)
+		if taken[p.name] {
+			losers = append(losers, p.pair)
 			continue
 		}
-		names[p], taken[n] = n, true
+		names[p.pair], taken[p.name] = p.name, true
 	}
 	// Losers get the hash suffix. A second collision (a hashed name equal to
 	// another's) would need a hash collision or an adversarial tool name
