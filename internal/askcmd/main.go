@@ -75,7 +75,6 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintf(stderr, "switchboard ask: %v\n", err)
 		return exitUsage
 	}
-	cfg.token = os.Getenv(studio.EnvToken)
 	defer setupTracing(ctx, stderr)()
 	return run(ctx, cfg, stdout, stderr)
 }
@@ -133,5 +132,6 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*co
 		cfg.studioURL = DefaultStudioURL
 	}
 	cfg.studioURL = strings.TrimSuffix(cfg.studioURL, "/")
+	cfg.token = getenv(studio.EnvToken)
 	return cfg, nil
 }
