@@ -192,7 +192,6 @@ func memoryCeiling(t *testing.T, p profile) Limit {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			list(srv)
-			_ = i
 		})
 		if i >= 16 {
 			created.Store(int64(i - 16)) // all before the 16 in flight are up
