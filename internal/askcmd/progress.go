@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 // printer shows the agent's progress notifications as they arrive: a
@@ -97,7 +98,7 @@ func eventLine(ev delegation.Event) string {
 	fmt.Fprintf(&b, "%s %s %s %v", at, mark, what, d)
 	switch ev.Outcome {
 	case delegation.OutcomeOK:
-	case "outcome_unknown":
+	case delegation.Outcome(pool.KindOutcomeUnknown.String()):
 		b.WriteString(": outcome unknown: the tool may have run; not retried")
 	default:
 		fmt.Fprintf(&b, ": %s", strings.ReplaceAll(string(ev.Outcome), "_", " "))
