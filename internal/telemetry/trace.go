@@ -92,17 +92,15 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 // request's _meta traceparent/tracestate, when it has a valid one; the
 // span a server starts under it is then a child of the caller's span.
 func ExtractMeta(ctx context.Context, meta map[string]any) context.Context {
-	if meta == nil {
+	// Every request comes through here; most carry no trace context, and
+	// tracestate alone is no span context, so they cost one map lookup.
+	tp, ok := meta[MetaTraceparent].(string)
+	if !ok {
 		return ctx
 	}
-	c := propagation.MapCarrier{}
-	for _, k := range []string{MetaTraceparent, MetaTracestate} {
-		if s, ok := meta[k].(string); ok {
-			c[k] = s
-		}
-	}
-	if len(c) == 0 {
-		return ctx
+	c := propagation.MapCarrier{MetaTraceparent: tp}
+	if ts, ok := meta[MetaTracestate].(string); ok {
+		c[MetaTracestate] = ts
 	}
 	return propagation.TraceContext{}.Extract(ctx, c)
 }
