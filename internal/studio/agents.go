@@ -30,10 +30,19 @@ type AgentInfo struct {
 // Agents returns every agent's state, sorted by name, without tools: it
 // does no I/O.
 func (s *Studio) Agents() []AgentInfo {
+	infos, _ := s.agentInfos()
+	return infos
+}
+
+// agentInfos is Agents along with the status snapshot each entry was made
+// from, so that a caller acting on an agent's state acts on the state shown.
+func (s *Studio) agentInfos() ([]AgentInfo, []agentStatus) {
 	out := make([]AgentInfo, 0, len(s.names))
+	sts := make([]agentStatus, 0, len(s.names))
 	for _, name := range s.names {
 		m := s.agents[name]
 		st := m.proc.status()
+		sts = append(sts, st)
 		out = append(out, AgentInfo{
 			Name:        name,
 			Description: m.proc.def.Description,
@@ -45,17 +54,16 @@ func (s *Studio) Agents() []AgentInfo {
 			LastError:   st.lastErr,
 		})
 	}
-	return out
+	return out, sts
 }
 
 // ListAgents is Agents with each running agent's tools, listed through the
 // studio's pool (cached there for a minute), concurrently and each bounded by
 // listToolsTimeout.
 func (s *Studio) ListAgents(ctx context.Context) []AgentInfo {
-	infos := s.Agents()
+	infos, sts := s.agentInfos()
 	var wg sync.WaitGroup
-	for i := range infos {
-		st := s.agents[infos[i].Name].proc.status()
+	for i, st := range sts {
 		if st.state != StateRunning || st.upstream == nil {
 			continue
 		}
