@@ -100,6 +100,10 @@ type Options struct {
 // retried, at the backoff cap).
 const failedAfter = 5
 
+// childWaitDelay bounds how long an agent's exit waits for its output pipes
+// (see exec.Cmd.WaitDelay).
+const childWaitDelay = 2 * time.Second
+
 // shutdownTimeout bounds how long Close waits for proxied requests.
 const shutdownTimeout = 5 * time.Second
 
@@ -202,8 +206,6 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		minBackoff:   o.MinBackoff,
 		maxBackoff:   o.MaxBackoff,
 		healthyAfter: o.HealthyAfter,
-		failedAfter:  failedAfter,
-		waitDelay:    2 * time.Second,
 		logger:       o.Logger,
 		out:          &syncWriter{w: o.AgentOutput},
 	}

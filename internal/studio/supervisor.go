@@ -50,8 +50,6 @@ type supervisorConfig struct {
 	minBackoff   time.Duration
 	maxBackoff   time.Duration
 	healthyAfter time.Duration
-	failedAfter  int
-	waitDelay    time.Duration
 	logger       *slog.Logger
 	out          *syncWriter
 	prefixWidth  int
@@ -105,7 +103,7 @@ func (a *agentProc) run(ctx context.Context) {
 		failures++
 		delay := backoff(failures, a.cfg.minBackoff, a.cfg.maxBackoff)
 		state := StateRestarting
-		if failures >= a.cfg.failedAfter {
+		if failures >= failedAfter {
 			state = StateFailed
 		}
 		a.mu.Lock()
@@ -175,7 +173,7 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// After the child exits, its output pipes may stay open in a grandchild
 	// that escaped the group; don't let that hold Wait forever.
-	cmd.WaitDelay = a.cfg.waitDelay
+	cmd.WaitDelay = childWaitDelay
 
 	a.mu.Lock()
 	if a.state != StateFailed {
