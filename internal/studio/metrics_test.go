@@ -278,3 +278,29 @@ func TestSniffer(t *testing.T) {
 		})
 	}
 }
+
+// TestSnifferAnswersBeforePassingOn: in an SSE stream the call is recorded
+// when its response is seen, before the response reaches the client, so a
+// caller holding its answer never finds its call still running.
+func TestSnifferAnswersBeforePassingOn(t *testing.T) {
+	rec := httptest.NewRecorder()
+	sn := &sniffer{ResponseWriter: rec, wantID: json.RawMessage("7"), parse: true}
+	answered := 0
+	sn.answered = func() {
+		answered++
+		if strings.Contains(rec.Body.String(), `"id":7`) {
+			t.Error("the response reached the client before the call was recorded")
+		}
+	}
+	sn.Header().Set("Content-Type", "text/event-stream")
+	sn.WriteHeader(200)
+	sn.Write([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"))
+	if answered != 0 {
+		t.Fatal("answered on a notification")
+	}
+	sn.Write([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[]}}\n\n"))
+	sn.Write([]byte(": the stream stays open a moment\n"))
+	if answered != 1 {
+		t.Fatalf("answered %d times, want once", answered)
+	}
+}

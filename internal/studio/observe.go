@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-run/switchboard/delegation"
@@ -106,13 +107,23 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 	if o.method == "tools/call" {
 		rec = s.delegations.start(o)
 	}
-	next(sn, r)
-	o.duration = time.Since(o.start)
-	sn.finish(o, r.Context())
-	s.metrics.observe(o)
-	if rec != nil {
-		s.delegations.finish(rec, o)
+	// A call is recorded when its answer is known: at the end of a JSON
+	// body, or, in an SSE stream, as soon as the response passes, before
+	// it is sent on. The stream may stay open a moment after that, and by
+	// then the caller already has its answer; a record still "running"
+	// would contradict what the caller saw.
+	var once sync.Once
+	record := func() {
+		o.duration = time.Since(o.start)
+		sn.finish(o, r.Context())
+		s.metrics.observe(o)
+		if rec != nil {
+			s.delegations.finish(rec, o)
+		}
 	}
+	sn.answered = func() { once.Do(record) }
+	next(sn, r)
+	once.Do(record)
 }
 
 func (o *observation) readRequest(msg *incomingMessage) {
@@ -179,7 +190,8 @@ type sniffer struct {
 	data        []byte // the SSE event's data so far
 	overflow    bool
 
-	found    bool // the response to the request was seen
+	found    bool   // the response to the request was seen
+	answered func() // called when the response is seen in an SSE stream, before it is passed on
 	runID    string
 	rpcErr   *rpcErrorBody
 	isError  bool
@@ -246,6 +258,9 @@ func (sn *sniffer) feed(p []byte) {
 		line := append(sn.buf, p[:i]...)
 		sn.buf, p = nil, p[i+1:]
 		sn.sseLine(bytes.TrimSuffix(line, []byte("\r")))
+	}
+	if sn.found && sn.answered != nil {
+		sn.answered()
 	}
 }
 
