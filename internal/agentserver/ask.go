@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -63,7 +62,9 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		return toolError("agent %s: internal error: no delegation chain", name), nil, nil
 	}
 
-	if report := progressReporter(ctx, req, a.logger); report != nil {
+	report, stopReporting := progressReporter(ctx, req, a.logger)
+	defer stopReporting()
+	if report != nil {
 		report(fmt.Sprintf("agent %s: working on the task (run %s)", name, chain.RunID))
 		// Each delegation of the turn, as it starts and as it finishes,
 		// reaches the caller as one progress message: a delegation.Event
@@ -156,30 +157,72 @@ func (a *asker) close() error {
 	return nil
 }
 
+// progressQueue bounds how many progress messages wait to be sent; past it
+// a message is dropped (progress is a courtesy: the ask result carries every
+// delegation).
+const progressQueue = 256
+
 // progressReporter returns a func that sends its message as an MCP progress
-// notification on the request's progress token, numbered in order; without a
-// token (the caller asked for no progress) it returns nil. ctx must be the
-// request's: go-sdk sends a notification made under it on the request's own
-// SSE stream, as it is made, and anything else on the standalone GET stream,
-// which the caller may not have open.
-func progressReporter(ctx context.Context, req *mcp.CallToolRequest, logger *slog.Logger) func(msg string) {
+// notification on the request's progress token, numbered in order, and a
+// func that sends what is queued and stops; without a token (the caller
+// asked for no progress) report is nil. ctx must be the request's: go-sdk
+// sends a notification made under it on the request's own SSE stream, and
+// anything else on the standalone GET stream, which the caller may not have
+// open.
+//
+// report only queues: the notification is written to the caller's stream
+// by a goroutine of its own, because the delegation executor calls its event
+// handler in order, under a lock, and a slow caller must not hold up the
+// turn's delegations. stop waits for that goroutine, so every message
+// queued goes out before the ask's result.
+func progressReporter(ctx context.Context, req *mcp.CallToolRequest, logger *slog.Logger) (report func(msg string), stop func()) {
 	token := req.Params.GetProgressToken()
 	if token == nil || req.Session == nil {
-		return nil
+		return nil, func() {}
 	}
-	var n atomic.Int64
-	return func(msg string) {
-		// A late event after the request ended fails to send; a lost
-		// progress note is not worth failing the call for.
-		err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token,
-			Progress:      float64(n.Add(1)),
-			Message:       msg,
-		})
-		if err != nil {
-			logger.Debug("progress notification not sent", "err", err)
+	queue := make(chan string, progressQueue)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n := 0
+		for msg := range queue {
+			n++
+			// A late event after the request ended fails to send; a lost
+			// progress note is not worth failing the call for.
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token,
+				Progress:      float64(n),
+				Message:       msg,
+			})
+			if err != nil {
+				logger.Debug("progress notification not sent", "err", err)
+			}
+		}
+	}()
+	var mu sync.Mutex // guards closed and the sends on queue
+	closed := false
+	report = func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return // the ask has answered; nobody reads its progress now
+		}
+		select {
+		case queue <- msg:
+		default:
+			logger.Debug("progress notification dropped: the caller reads too slowly", "queued", progressQueue)
 		}
 	}
+	stop = func() {
+		mu.Lock()
+		if !closed {
+			closed = true
+			close(queue)
+		}
+		mu.Unlock()
+		<-done
+	}
+	return report, stop
 }
 
 func toolError(format string, args ...any) *mcp.CallToolResult {
