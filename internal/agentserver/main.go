@@ -25,9 +25,6 @@ const ReadyFormat = "switchboard agent %s listening on http://%s/mcp\n"
 // shutdownTimeout bounds how long a shutdown waits for requests in flight.
 const shutdownTimeout = 10 * time.Second
 
-// telemetryFlushTimeout bounds the export of the last spans at exit.
-const telemetryFlushTimeout = 5 * time.Second
-
 // Main runs the command with args (after its own name) and returns the exit
 // code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -71,17 +68,7 @@ func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout i
 	}
 	// Traces (when OTEL_EXPORTER_OTLP_ENDPOINT is set) are flushed after
 	// the server has stopped, so the last calls' spans are not lost.
-	stopTracing, err := telemetry.Setup(ctx, def.Name)
-	if err != nil {
-		logger.Warn("tracing disabled", "err", err)
-	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
-		defer cancel()
-		if err := stopTracing(tctx); err != nil {
-			logger.Warn("flushing traces", "err", err)
-		}
-	}()
+	defer telemetry.Start(ctx, def.Name, func(msg string, err error) { logger.Warn(msg, "err", err) })()
 	s, err := New(def, opts)
 	if err != nil {
 		return err

@@ -2,8 +2,8 @@ package askcmd
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -18,20 +18,11 @@ import (
 // reaches joins this one trace. Spans are exported only when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set (telemetry.Setup).
 
-// traceFlushTimeout bounds the export of the command's spans at exit.
-const traceFlushTimeout = 5 * time.Second
-
 // setupTracing installs the tracer provider and returns what flushes it.
 func setupTracing(ctx context.Context, stderr io.Writer) func() {
-	shutdown, err := telemetry.Setup(ctx, "switchboard-ask")
-	if err != nil {
-		io.WriteString(stderr, "switchboard ask: tracing disabled: "+err.Error()+"\n")
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
-		defer cancel()
-		shutdown(ctx)
-	}
+	return telemetry.Start(ctx, "switchboard-ask", func(msg string, err error) {
+		fmt.Fprintf(stderr, "switchboard ask: %s: %v\n", msg, err)
+	})
 }
 
 func startAskSpan(ctx context.Context, cfg *config) (context.Context, trace.Span) {

@@ -35,17 +35,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	// Traces go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set; the agents
 	// read the same variable from the environment they inherit.
-	stopTracing, err := telemetry.Setup(ctx, "switchboard-studio")
-	if err != nil {
-		logger.Warn("tracing disabled", "err", err)
-	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := stopTracing(tctx); err != nil {
-			logger.Warn("flushing traces", "err", err)
-		}
-	}()
+	defer telemetry.Start(ctx, "switchboard-studio", func(msg string, err error) { logger.Warn(msg, "err", err) })()
 	s, err := Start(ctx, &Options{
 		Dir:         *dir,
 		Listen:      *listen,

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -77,6 +78,27 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
+}
+
+// FlushTimeout bounds the export of a command's last spans at exit.
+const FlushTimeout = 5 * time.Second
+
+// Start is Setup for a command: a failure to set up is reported through
+// warn, and the returned stop flushes the last spans, bounded by
+// FlushTimeout, reporting a failure through warn too. Call stop after the
+// work whose spans should not be lost.
+func Start(ctx context.Context, service string, warn func(msg string, err error)) (stop func()) {
+	shutdown, err := Setup(ctx, service)
+	if err != nil {
+		warn("tracing disabled", err)
+	}
+	return func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
+		defer cancel()
+		if err := shutdown(tctx); err != nil {
+			warn("flushing traces", err)
+		}
+	}
 }
 
 // Tracer returns switchboard's tracer from tp, or from the global provider
