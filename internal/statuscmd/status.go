@@ -66,7 +66,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(st)
+		if err := enc.Encode(st); err != nil {
+			// A script reading --json must not take a failed write for an
+			// answer.
+			fmt.Fprintf(stderr, "switchboard status: writing the status: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	st.print(stdout)

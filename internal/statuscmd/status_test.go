@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -101,7 +102,17 @@ func TestStatus(t *testing.T) {
 	if c := st.Calls[0]; c.Agent != "abacus" || c.Calls != 10 || c.Errors != 2 || math.Abs(c.P50MS-5.5) > 1e-9 || math.Abs(c.P95MS-9.55) > 1e-9 {
 		t.Errorf("--json: %+v", c)
 	}
+
+	// A failed write is a failure, not an answer.
+	errOut.Reset()
+	if code := Main(context.Background(), []string{"--studio", srv.URL, "--json"}, nil, failingWriter{}, &errOut); code != 1 || !strings.Contains(errOut.String(), "writing the status") {
+		t.Fatalf("--json to a failing stdout: exit %d: %s", code, errOut.String())
+	}
 }
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("stdout is closed") }
 
 func TestStatusErrors(t *testing.T) {
 	srv := fakeStudio(t, "tok-123456")
