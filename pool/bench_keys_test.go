@@ -27,9 +27,11 @@ import (
 var keyCounts = []int{1, 1000, 10000}
 
 // BenchmarkKeys: the cost of a call when the pool holds n sessions (one per
-// Identity) and calls go round-robin over all of them, 16 at a time, against
-// one go-sdk server in a child process (so that the heap and goroutines
-// measured here are the client's alone). Variant kN; compare with k1.
+// Identity) and calls go round-robin over all of them, from 1 and from 16
+// callers, against one go-sdk server in a child process (so that the heap
+// and goroutines measured here are the client's alone). Variant kN; compare
+// with k1. The pool has its default HTTP transport (Options.HTTPClient
+// nil), as a program that does not tune it gets.
 //
 // Besides ns/op it reports, for 1,000 and 10,000 keys, measured once when
 // the n sessions have been dialed and are idle: heap-B/session and goroutines/session of this
@@ -38,25 +40,26 @@ var keyCounts = []int{1, 1000, 10000}
 // runs b.N calibration makes.
 func BenchmarkKeys(b *testing.B) {
 	child := startBenchServerProcess(b)
-	hc := benchClient(b, nil)
 	for _, n := range keyCounts {
 		var env *keysEnv
-		b.Run(fmt.Sprintf("k%d/c16", n), func(b *testing.B) {
-			if env == nil {
-				env = dialKeys(b, child, hc, n)
-			}
-			var next atomic.Int64
-			parallel(b, 16, func() error {
-				srv := env.servers[int(next.Add(1)-1)%n]
-				_, err := env.p.CallTool(context.Background(), srv, echo())
-				return err
+		for _, conc := range []int{1, 16} {
+			b.Run(fmt.Sprintf("k%d/c%d", n, conc), func(b *testing.B) {
+				if env == nil {
+					env = dialKeys(b, child, n)
+				}
+				var next atomic.Int64
+				parallel(b, conc, func() error {
+					srv := env.servers[int(next.Add(1)-1)%n]
+					_, err := env.p.CallTool(context.Background(), srv, echo())
+					return err
+				})
+				if n > 1 { // one session's share is the pool's and transport's fixed cost, not a per-session one
+					b.ReportMetric(env.heapPerSession, "heap-B/session")
+					b.ReportMetric(env.goroutinesPerSession, "goroutines/session")
+					b.ReportMetric(env.serverHeapPerSession, "server-heap-B/session")
+				}
 			})
-			if n > 1 { // one session's share is the pool's and transport's fixed cost, not a per-session one
-				b.ReportMetric(env.heapPerSession, "heap-B/session")
-				b.ReportMetric(env.goroutinesPerSession, "goroutines/session")
-				b.ReportMetric(env.serverHeapPerSession, "server-heap-B/session")
-			}
-		})
+		}
 		if env != nil {
 			env.p.Close()
 		}
@@ -73,16 +76,13 @@ type keysEnv struct {
 // dialKeys makes a pool with one idle session for each of n identities and
 // measures what they cost. The pool never sweeps (IdleTimeout < 0), so the
 // sessions stay for the calls.
-func dialKeys(b *testing.B, child *benchServerProcess, hc *http.Client, n int) *keysEnv {
+func dialKeys(b *testing.B, child *benchServerProcess, n int) *keysEnv {
 	b.Helper()
 	servers := identities(child.url, n)
 	heap0, g0 := clientHeap()
 	s0 := child.stats(b)
-	p := pool.New(&pool.Options{HTTPClient: hc, IdleTimeout: -1})
-	if err := spread(n, 32, func(i int) error {
-		_, err := p.CallTool(context.Background(), servers[i], echo())
-		return err
-	}); err != nil {
+	p := pool.New(&pool.Options{IdleTimeout: -1})
+	if err := dialAll(p, servers); err != nil {
 		p.Close()
 		b.Fatalf("dialing %d keys: %v", n, err)
 	}
@@ -102,9 +102,10 @@ func dialKeys(b *testing.B, child *benchServerProcess, hc *http.Client, n int) *
 
 // BenchmarkIdleSweep: what is left after the idle sweep has closed n
 // sessions. One op: dial n keys (one call each) on a pool whose idle timeout
-// is 200 ms, and wait until the sweep has closed every session. Then, with
-// the pool still open and the HTTP transport's idle connections closed (the
-// transport's pool is bounded, not per key):
+// is 200 ms, and wait until the sweep has closed every session (sessions go
+// idle as the dials progress, so the sweep closes them in batches). Then,
+// with the pool still open and the HTTP transport's idle connections closed
+// (the transport's pool is bounded, not per key):
 //
 //   - heap-after-sweep-B/key: this process's heap over what it was before
 //     the pool existed, per key (the per-key bookkeeping that outlives the
@@ -114,22 +115,16 @@ func dialKeys(b *testing.B, child *benchServerProcess, hc *http.Client, n int) *
 //     closes whose DELETE never reached it.
 func BenchmarkIdleSweep(b *testing.B) {
 	child := startBenchServerProcess(b)
-	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 1024}
-	b.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: tr}
-	for _, n := range keyCounts {
+	for _, n := range manyKeys {
 		b.Run(fmt.Sprintf("k%d/sweep", n), func(b *testing.B) {
 			var heap, goroutines, left float64
 			for range b.N {
 				servers := identities(child.url, n)
-				tr.CloseIdleConnections()
+				closeDefaultIdle()
 				heap0, g0 := clientHeap()
 				s0 := child.stats(b)
-				p := pool.New(&pool.Options{HTTPClient: hc, IdleTimeout: 200 * time.Millisecond})
-				err := spread(n, 32, func(i int) error {
-					_, err := p.CallTool(context.Background(), servers[i], echo())
-					return err
-				})
+				p := pool.New(&pool.Options{IdleTimeout: 200 * time.Millisecond})
+				err := dialAll(p, servers)
 				if err == nil {
 					err = pollUntil(2*time.Minute, func() bool { st := p.Stats(); return st.Open == 0 && st.Closes >= int64(n) })
 				}
@@ -137,7 +132,7 @@ func BenchmarkIdleSweep(b *testing.B) {
 					p.Close()
 					b.Fatalf("%d keys: %v; stats %+v", n, err, p.Stats())
 				}
-				tr.CloseIdleConnections()
+				closeDefaultIdle()
 				heap1, g1 := clientHeap()
 				s1 := child.stats(b)
 				heap += float64(int64(heap1)-int64(heap0)) / float64(n)
@@ -150,6 +145,64 @@ func BenchmarkIdleSweep(b *testing.B) {
 			b.ReportMetric(left/float64(b.N), "server-sessions-left")
 		})
 	}
+}
+
+// BenchmarkMassClose: Pool.Close with n idle sessions open, all closed at
+// once. One op: dial n keys (untimed), then Close (timed). Reported per op:
+// close-ms, the time Close took, and server-sessions-left, the sessions the
+// server still holds afterwards (closes whose DELETE never reached it: a
+// client that gives up on them leaves the server to its own idle timeout).
+// Run it with -benchtime 1x for 10,000 keys: each op dials them all again.
+func BenchmarkMassClose(b *testing.B) {
+	child := startBenchServerProcess(b)
+	for _, n := range manyKeys {
+		b.Run(fmt.Sprintf("k%d/close", n), func(b *testing.B) {
+			var left, took float64
+			b.StopTimer()
+			for range b.N {
+				servers := identities(child.url, n)
+				s0 := child.stats(b)
+				p := pool.New(&pool.Options{IdleTimeout: -1})
+				if err := dialAll(p, servers); err != nil {
+					p.Close()
+					b.Fatalf("dialing %d keys: %v", n, err)
+				}
+				b.StartTimer()
+				d, err := timed(p.Close)
+				b.StopTimer()
+				if err != nil {
+					b.Logf("Close: %v", err) // reported, not fatal: what it leaves behind is the figure
+				}
+				s1 := child.stats(b)
+				left += float64(s1.Sessions - s0.Sessions)
+				took += ms(d)
+				closeDefaultIdle()
+			}
+			b.ReportMetric(took/float64(b.N), "close-ms")
+			b.ReportMetric(left/float64(b.N), "server-sessions-left")
+		})
+	}
+}
+
+// manyKeys are the pool sizes of the benchmarks that measure what many
+// sessions leave behind, where one key would only measure fixed costs.
+var manyKeys = []int{1000, 10000}
+
+// dialAll makes one call on each of servers (so one session each), 32 at a
+// time.
+func dialAll(p *pool.Pool, servers []*pool.Server) error {
+	return spread(len(servers), 32, func(i int) error {
+		_, err := p.CallTool(context.Background(), servers[i], echo())
+		return err
+	})
+}
+
+// closeDefaultIdle closes the idle connections of the default transport,
+// which the pools here use: they are bounded (per host, not per key) and
+// would otherwise be counted as what the sessions left behind, and reported
+// as leaked goroutines at the end.
+func closeDefaultIdle() {
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
 // identities is n Servers for one endpoint, one per end user.
@@ -187,10 +240,14 @@ type serverStats struct {
 	Sessions   int    `json:"sessions"`
 }
 
+// statsClient keeps no connection open, so that asking for the server's
+// stats adds no goroutine to the client's count.
+var statsClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // stats asks the child for its heap after a GC, goroutines and sessions.
 func (c *benchServerProcess) stats(b *testing.B) serverStats {
 	b.Helper()
-	resp, err := http.Get(c.statsURL)
+	resp, err := statsClient.Get(c.statsURL)
 	if err != nil {
 		b.Fatalf("server stats: %v", err)
 	}
@@ -206,6 +263,7 @@ func (c *benchServerProcess) stats(b *testing.B) serverStats {
 // returns its URLs; it ends when the benchmark does (its stdin closes).
 func startBenchServerProcess(b *testing.B) *benchServerProcess {
 	b.Helper()
+	b.Cleanup(closeDefaultIdle)
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestBenchServerProcess$", "-test.count", "1")
 	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
 	stdin, err := cmd.StdinPipe()

@@ -134,13 +134,21 @@ func BenchmarkSlowClose(b *testing.B) {
 			if r.Method != http.MethodDelete || r.Header.Get("X-Bench-Slow") == "" {
 				return false
 			}
-			deleting <- struct{}{}
+			// Every send also gives up on stop, so that a round that failed
+			// half-way does not leave this handler blocked.
+			select {
+			case deleting <- struct{}{}:
+			case <-stop:
+			}
 			select {
 			case <-time.After(slowCloseDelay):
 			case <-stop:
 			}
 			ts.Forward(w, r)
-			deleted <- struct{}{}
+			select {
+			case deleted <- struct{}{}:
+			case <-stop:
+			}
 			return true
 		})
 		hc := benchClient(b, nil)

@@ -3,9 +3,9 @@
 # run interleaved (N rounds, one process per variant per round, the order
 # rotated every round), then compared with the baseline of their own round.
 #
-#   internal/benchratio/all.sh            # everything (about 25 minutes on 2 busy cores)
+#   internal/benchratio/all.sh            # everything (about 20 minutes on 2 busy cores)
 #   internal/benchratio/all.sh CallTool   # one benchmark: CallTool RequestsPerCall DelayedProxy
-#                                         # ForgottenSession SlowClose Keys IdleSweep Peers
+#                                         # ForgottenSession SlowClose Keys IdleSweep MassClose Peers
 #
 # N overrides the rounds of every benchmark (N=3 for a quick look); OUT is
 # where the raw `go test -bench` output of each is kept (default
@@ -43,5 +43,6 @@ bench DelayedProxy 5 connect-per-call pooled,connect-per-call -pkg ./pool -bench
 bench ForgottenSession 5 "" pooled -pkg ./pool -benchtime 1s -timeout 5m
 bench SlowClose 5 "" pooled -pkg ./pool -benchtime 1x -timeout 5m
 bench Keys 5 k1 k1,k1000,k10000 -pkg ./pool -benchtime 1s
-bench IdleSweep 3 "" k1,k1000,k10000 -pkg ./pool -benchtime 1x
+bench IdleSweep 3 "" k1000,k10000 -pkg ./pool -benchtime 1x
+bench MassClose 3 "" k1000,k10000 -pkg ./pool -benchtime 1x
 bench Peers 7 raw-session pooled,raw-session,mcp-go,ts-sdk -C bench/peers -pkg . -benchtime 0.5s
