@@ -144,14 +144,20 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // newBenchPool is a Pool on hc, closed at the end of the benchmark. opts may
 // be nil; its HTTPClient is replaced by hc.
 func newBenchPool(b *testing.B, hc *http.Client, opts *pool.Options) *pool.Pool {
+	p := pool.New(withClient(hc, opts))
+	b.Cleanup(func() { p.Close() })
+	return p
+}
+
+// withClient is a copy of opts (nil: the defaults) whose requests go
+// through hc's transport.
+func withClient(hc *http.Client, opts *pool.Options) *pool.Options {
 	o := pool.Options{}
 	if opts != nil {
 		o = *opts
 	}
 	o.HTTPClient = hc
-	p := pool.New(&o)
-	b.Cleanup(func() { p.Close() })
-	return p
+	return &o
 }
 
 // connectRaw opens a go-sdk session the way a client without the pool does.
