@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 )
 
 // maxRetries bounds how often one request is sent again on a new session. A
@@ -32,6 +31,7 @@ var (
 	testHookClose        = func(inUse int) {} // a close starts; called with p.mu held
 	testHookCleanerSwept = func() {}          // the idle cleaner finished a sweep
 	testHookAwaitNotices = func(n int) {}     // a close waits for n cancel notices
+	testHookAcquireWait  = func(k key) {}     // a caller is about to wait for k's dial; p.mu not held
 )
 
 // Options configure a Pool. The zero value of every field means its default.
@@ -40,9 +40,17 @@ type Options struct {
 	DialTimeout  time.Duration // bound on connect+initialize; default 30s
 	CloseTimeout time.Duration // bound on a background close; default 10s
 	ToolsTTL     time.Duration // tools/list cache lifetime; default 1m; negative: no cache
-	HTTPClient   *http.Client  // its Transport carries every request; default http.DefaultTransport
-	Logger       *slog.Logger  // default: discard
-	ClientInfo   *mcp.Implementation
+	// Transport carries every HTTP request. Default: a transport of the
+	// pool's own, tuned for many concurrent calls to few hosts (see
+	// defaultTransport).
+	Transport http.RoundTripper
+	// HTTPClient is read for its Transport only.
+	//
+	// Deprecated: set Transport; HTTPClient.Transport is used when Transport
+	// is nil.
+	HTTPClient *http.Client
+	Logger     *slog.Logger // default: discard
+	ClientInfo *mcp.Implementation
 	// MaxConcurrentPerServer caps the requests in flight per pool key;
 	// waiting callers honour their contexts. Zero means no cap.
 	MaxConcurrentPerServer int
@@ -63,15 +71,21 @@ type Pool struct {
 	base    http.RoundTripper
 	log     *slog.Logger
 	tracer  trace.Tracer
-	dials   singleflight.Group
 	bg      sync.WaitGroup // dials, entries until closed, watchers, the cleaner; Add only under mu while !closed, or while holding a count
 	tokenID atomic.Uint64  // progress tokens
+
+	// life is cancelled when a Shutdown's context ends before the calls in
+	// flight do: dials in progress and every request still running are
+	// aborted then.
+	life  context.Context
+	abort context.CancelFunc
 
 	progress sync.Map // progress token (string) -> func(*mcp.ProgressNotificationParams)
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
 	entries   map[key]*entry      // live entries
+	dialing   map[key]*dialCall   // dials in progress: at most one per key, and only for a key without a live entry
 	draining  map[*entry]struct{} // out of the map, not yet closed
 	gens      map[key]uint64      // last dial generation per key
 	reinit    map[key]bool        // the last entry of key was lost to expiry or death
@@ -92,6 +106,7 @@ type counters struct {
 func New(opts *Options) *Pool {
 	p := &Pool{
 		entries:  make(map[key]*entry),
+		dialing:  make(map[key]*dialCall),
 		draining: make(map[*entry]struct{}),
 		gens:     make(map[key]uint64),
 		reinit:   make(map[key]bool),
@@ -119,10 +134,15 @@ func New(opts *Options) *Pool {
 	if o.ClientInfo == nil {
 		o.ClientInfo = &mcp.Implementation{Name: "switchboard-pool", Version: "0.1.0"}
 	}
-	p.base = http.DefaultTransport
-	if o.HTTPClient != nil && o.HTTPClient.Transport != nil {
+	switch {
+	case o.Transport != nil:
+		p.base = o.Transport
+	case o.HTTPClient != nil && o.HTTPClient.Transport != nil:
 		p.base = o.HTTPClient.Transport
+	default:
+		p.base = defaultTransport()
 	}
+	p.life, p.abort = context.WithCancel(context.Background())
 	p.tracer = newTracer(o.TracerProvider)
 	p.log = o.Logger
 	if p.log == nil {
@@ -310,6 +330,19 @@ func (p *Pool) admit(ctx context.Context, k key) (release func(), err error) {
 	}
 }
 
+// A dialCall is a dial in progress for one key. The first caller that finds
+// neither a live entry nor a dial for its key reserves one under p.mu, in the
+// same critical section as the lookup (database/sql counts numOpen before it
+// opens; net/http's Transport queues a wantConn), and every later caller
+// waits for that one. Deciding under the lock and reserving after unlocking
+// would let a caller that looked just before a dial was installed start a
+// second one for the same key.
+type dialCall struct {
+	done chan struct{} // closed when e or err is set
+	e    *entry        // the installed entry; nil on failure
+	err  error
+}
+
 // acquire returns a live entry for k with its use count taken, dialing one if
 // there is none. Concurrent callers share one dial.
 func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) {
@@ -324,20 +357,19 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) 
 		p.mu.Unlock()
 		return e, nil
 	}
+	dc := p.dialing[k]
+	if dc == nil {
+		dc = p.startDialLocked(ctx, srv, k)
+	}
 	p.mu.Unlock()
+	testHookAcquireWait(k)
 
-	// The dial is shared, and must not fail for everyone when the first
-	// caller gives up: it runs on a context without the caller's cancellation,
-	// bounded by DialTimeout instead.
-	ch := p.dials.DoChan(k.String(), func() (any, error) {
-		return p.dial(context.WithoutCancel(ctx), srv, k)
-	})
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
+	case <-dc.done:
+		if dc.err != nil {
+			return nil, dc.err
 		}
-		e := r.Val.(*entry)
+		e := dc.e
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if e.state != stateLive {
@@ -353,25 +385,31 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) 
 
 func (k key) String() string { return k.endpoint + "\x00" + k.identity + "\x00" + k.protocol }
 
-// dial connects a new session for k and installs it as the live entry.
-func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: ErrClosed}
-	}
-	p.bg.Add(1)
-	defer p.bg.Done()
+// startDialLocked reserves the dial of k and starts it. p.mu must be held,
+// the pool open, and k without a live entry or a dial.
+//
+// The dial is shared, and must not fail for everyone when the first caller
+// gives up: it runs on a context without the caller's cancellation (but with
+// its values, so its span is the request's child), bounded by DialTimeout
+// and by the pool's life instead.
+func (p *Pool) startDialLocked(ctx context.Context, srv *Server, k key) *dialCall {
+	dc := &dialCall{done: make(chan struct{})}
+	p.dialing[k] = dc
 	p.gens[k]++
-	gen := p.gens[k]
 	version := srv.ProtocolVersion
 	if version == "" {
 		version = p.eras[k]
 	}
-	reinit := p.reinit[k]
 	p.counters.dials++
-	p.mu.Unlock()
+	p.bg.Add(1)
+	go p.dial(context.WithoutCancel(ctx), *srv, k, dc, p.gens[k], version, p.reinit[k])
+	return dc
+}
 
+// dial connects a new session for k and installs it as the live entry,
+// then completes dc. It runs in its own goroutine, holding a count on p.bg.
+func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen uint64, version string, reinit bool) {
+	defer p.bg.Done()
 	spanName := "pool.dial"
 	if reinit {
 		spanName = "pool.reinitialize"
@@ -381,38 +419,51 @@ func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
 		attribute.Int64("switchboard.pool.generation", int64(gen)),
 		attribute.Bool("switchboard.pool.reinitialization", reinit),
 	))
-	var dialErr error
-	defer func() { endSpan(span, dialErr) }()
-
 	ctx, cancel := context.WithTimeout(ctx, p.opts.DialTimeout)
-	defer cancel()
-	e, err := p.connect(ctx, srv, k, gen, version)
+	stop := context.AfterFunc(p.life, cancel)
+	e, err := p.connect(ctx, &srv, k, gen, version)
 	if errors.Is(err, errStaleInitialize) {
 		// A server/discover answer set a session id that go-sdk would have
 		// sent on its fallback initialize. Dial afresh with the era pinned.
-		e, err = p.connect(ctx, srv, k, gen, Protocol20251125)
+		e, err = p.connect(ctx, &srv, k, gen, Protocol20251125)
 	}
+	stop()
+	cancel()
+
 	if err != nil {
 		pe := &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: err}
 		if w, ok := rpcError(err); ok {
 			pe.Kind, pe.Code, pe.Message = KindRPC, w.Code, w.Message
 		}
 		p.mu.Lock()
+		delete(p.dialing, k)
 		p.counters.dialFailures++
 		p.mu.Unlock()
-		dialErr = pe
-		return nil, pe
+		endSpan(span, pe)
+		dc.err = pe
+		close(dc.done)
+		return
 	}
 
 	// The entry holds a count on p.bg from here until its close completes,
 	// so Close waits for entries still in use to be released and closed.
 	p.bg.Add(1)
 	p.mu.Lock()
+	delete(p.dialing, k)
 	if p.closed {
 		e.state = stateClosed
 		p.mu.Unlock()
 		p.closeEntry(e, reasonClosed)
-		return nil, &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: ErrClosed}
+		dc.err = &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: ErrClosed}
+		endSpan(span, dc.err)
+		close(dc.done)
+		return
+	}
+	if p.entries[k] != nil {
+		// Only a reserved dial installs, and a key has a dial only while
+		// it has no live entry.
+		p.mu.Unlock()
+		panic("pool: a dial found its key's slot taken")
 	}
 	if res := e.cs.InitializeResult(); res != nil && srv.ProtocolVersion == "" {
 		p.eras[k] = res.ProtocolVersion
@@ -430,7 +481,9 @@ func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
 
 	go p.watch(e)
 	p.log.DebugContext(ctx, "session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
-	return e, nil
+	endSpan(span, nil)
+	dc.e = e
+	close(dc.done)
 }
 
 // connect builds the transport and runs MCP initialization (or discovery).
@@ -589,39 +642,87 @@ func (p *Pool) awaitNotices(notices []*probe) {
 	}
 }
 
-// Close closes every session (sending DELETE where one is live), waits for
-// calls in flight to finish and for all background work. It is idempotent.
+// Close closes every session (sending DELETE where one is live), and waits
+// for the calls in flight to return and for all background work. It is
+// idempotent, and Shutdown(context.Background()).
 func (p *Pool) Close() error {
+	return p.Shutdown(context.Background())
+}
+
+// Shutdown closes the pool as Close does, waiting for calls in flight until
+// ctx is done, as http.Server.Shutdown does for its connections. Then it
+// aborts them (their requests are cancelled and their sessions closed under
+// them, so they return outcome_unknown or transport errors) together with
+// any dial in progress, waits for that to take effect, and returns ctx's
+// error. Dials and closes are themselves bounded by DialTimeout and
+// CloseTimeout, so after the abort Shutdown returns within those bounds.
+func (p *Pool) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
-	if p.closed {
+	if !p.closed {
+		p.closed = true
+		close(p.closeNow)
+		for _, t := range p.lingering {
+			t.Stop()
+		}
+		p.lingering = nil
+		var now []*entry
+		for k, e := range p.entries {
+			delete(p.entries, k)
+			e.closeReason = reasonClosed
+			if e.inUse == 0 {
+				e.state = stateClosed
+				now = append(now, e)
+			} else {
+				e.state = stateDraining
+				p.draining[e] = struct{}{}
+			}
+		}
 		p.mu.Unlock()
+		for _, e := range now {
+			p.closeEntry(e, reasonClosed)
+		}
+	} else {
+		p.mu.Unlock()
+	}
+
+	done := make(chan struct{})
+	go func() {
 		p.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
 		return nil
+	case <-ctx.Done():
 	}
-	p.closed = true
-	close(p.closeNow)
-	for _, t := range p.lingering {
-		t.Stop()
-	}
-	p.lingering = nil
-	var now []*entry
-	for k, e := range p.entries {
-		delete(p.entries, k)
-		e.closeReason = reasonClosed
-		if e.inUse == 0 {
-			e.state = stateClosed
-			now = append(now, e)
-		} else {
-			e.state = stateDraining
-			p.draining[e] = struct{}{}
+	p.abort()
+	p.mu.Lock()
+	var stuck []*entry
+	for e := range p.draining {
+		if e.state == stateDraining && !e.forced {
+			// The count on p.bg is taken under the lock while the entry
+			// still holds its own, so the group never reaches zero between.
+			e.forced = true
+			p.bg.Add(1)
+			stuck = append(stuck, e)
 		}
 	}
 	p.mu.Unlock()
-	for _, e := range now {
-		p.closeEntry(e, reasonClosed)
+	for _, e := range stuck {
+		go p.forceClose(e)
 	}
-	p.bg.Wait()
-	return nil
+	<-done
+	return ctx.Err()
+}
+
+// forceClose aborts every request of e and closes its session under the
+// calls still running on it, for a Shutdown whose context ended: their
+// results are lost. The entry's own close follows when they release it. It
+// runs in a goroutine holding a count on p.bg.
+func (p *Pool) forceClose(e *entry) {
+	defer p.bg.Done()
+	e.abort()
+	e.cs.Close()
 }
 
 // Stats reports the pool's current state and counters.
@@ -657,6 +758,7 @@ func (p *Pool) Stats() Stats {
 			s.InUse++
 		}
 	}
+	s.Dialing = len(p.dialing)
 	return s
 }
 
@@ -666,6 +768,9 @@ type Stats struct {
 	Open  int `json:"open"`   // sessions open: live plus draining
 	InUse int `json:"in_use"` // sessions with requests in flight
 	Idle  int `json:"idle"`   // live sessions without requests in flight
+	// Dialing is the number of sessions being established (at most one per
+	// key); they are not yet counted in Open.
+	Dialing int `json:"dialing"`
 
 	Dials             int64 `json:"dials"`             // connect+initialize attempts
 	DialFailures      int64 `json:"dial_failures"`     // attempts that failed
@@ -680,3 +785,16 @@ type Stats struct {
 }
 
 var _ io.Closer = (*Pool)(nil)
+
+// defaultTransport is the pool's HTTP transport when Options give none.
+// http.DefaultTransport keeps 2 idle connections per host: with more
+// concurrent calls to one server than that, every call beyond the second
+// opens (and soon closes) a connection of its own. A pool talks to few hosts
+// with many concurrent calls, so it keeps enough idle connections per host
+// for real concurrency and bounds the total instead.
+func defaultTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	return t
+}
