@@ -276,6 +276,8 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 		if v.rpc != nil {
 			pe.Code, pe.Message = v.rpc.Code, v.rpc.Message
 		}
+		status, a := pr.answered()
+		a.addTo(pe, status)
 		return pe
 	}
 }
@@ -421,6 +423,8 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	))
 	ctx, cancel := context.WithTimeout(ctx, p.opts.DialTimeout)
 	stop := context.AfterFunc(p.life, cancel)
+	dl := &dialLog{}
+	ctx = context.WithValue(ctx, dialLogKey{}, dl)
 	e, err := p.connect(ctx, &srv, k, gen, version)
 	if errors.Is(err, errStaleInitialize) {
 		// A server/discover answer set a session id that go-sdk would have
@@ -429,12 +433,23 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	}
 	stop()
 	cancel()
+	if err == nil && srv.ProtocolVersion != "" {
+		if got := e.cs.InitializeResult().ProtocolVersion; got != srv.ProtocolVersion {
+			// go-sdk falls back to the version the server offers; a pin says
+			// the caller needs this one.
+			e.cs.Close()
+			e.abort()
+			err = fmt.Errorf("%w: the server speaks MCP %s, and the pin (protocolVersion) is %s", ErrProtocolVersion, got, srv.ProtocolVersion)
+		}
+	}
 
 	if err != nil {
 		pe := &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: err}
 		if w, ok := rpcError(err); ok {
 			pe.Kind, pe.Code, pe.Message = KindRPC, w.Code, w.Message
 		}
+		status, a := dl.get()
+		a.addTo(pe, status)
 		p.mu.Lock()
 		delete(p.dialing, k)
 		p.counters.dialFailures++
