@@ -62,6 +62,8 @@ type answer struct {
 // message, little enough that a hostile server cannot make errors large.
 const maxErrorBody = 512
 
+func newProbe() *probe { return &probe{noticeSent: make(chan struct{})} }
+
 func withProbe(ctx context.Context, p *probe) context.Context {
 	return context.WithValue(ctx, probeKey{}, p)
 }

@@ -51,6 +51,14 @@ type Options struct {
 	HTTPClient *http.Client
 	Logger     *slog.Logger // default: discard
 	ClientInfo *mcp.Implementation
+	// Notifications keeps every HTTP session's standalone GET stream open,
+	// so that the server's notifications (tools/list_changed, which drops
+	// the tool cache at once) arrive while the session is idle. Off, an idle
+	// session holds no stream, no connection and no goroutine of its own;
+	// the tool cache is then correct within ToolsTTL, and a session the
+	// server forgot is found on its next request (404, retried). Progress
+	// needs no stream: it comes on the call's own response.
+	Notifications bool
 	// MaxConcurrentPerServer caps the requests in flight per pool key;
 	// waiting callers honour their contexts. Zero means no cap.
 	MaxConcurrentPerServer int
@@ -80,19 +88,16 @@ type Pool struct {
 	life  context.Context
 	abort context.CancelFunc
 
-	progress sync.Map // progress token (string) -> func(*mcp.ProgressNotificationParams)
+	progress progressRoutes
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
 	entries   map[key]*entry      // live entries
 	dialing   map[key]*dialCall   // dials in progress: at most one per key, and only for a key without a live entry
 	draining  map[*entry]struct{} // out of the map, not yet closed
-	gens      map[key]uint64      // last dial generation per key
-	reinit    map[key]bool        // the last entry of key was lost to expiry or death
-	eras      map[key]string      // negotiated protocol version per key, pinned on re-dial
+	keys      map[key]*keyState   // what outlives one session of a key; bounded, see keyStateLocked
 	sems      map[key]*semaphore  // per-key concurrency caps, while anyone uses them
 	cleanerOn bool                // the idle cleaner runs
-	lingering []*time.Timer       // progress tokens of finished calls, see forgetProgress
 	closeNow  chan struct{}       // closed by Close; stops the cleaner
 	counters  counters            // for Stats
 }
@@ -108,9 +113,7 @@ func New(opts *Options) *Pool {
 		entries:  make(map[key]*entry),
 		dialing:  make(map[key]*dialCall),
 		draining: make(map[*entry]struct{}),
-		gens:     make(map[key]uint64),
-		reinit:   make(map[key]bool),
-		eras:     make(map[key]string),
+		keys:     make(map[key]*keyState),
 		sems:     make(map[key]*semaphore),
 		closeNow: make(chan struct{}),
 		counters: counters{invalidations: map[string]int64{}, closes: map[string]int64{}},
@@ -157,12 +160,19 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 	if params == nil {
 		params = &mcp.CallToolParams{}
 	}
-	params = p.withProgressToken(ctx, params)
-	if tok := params.GetProgressToken(); tok != nil {
-		defer p.forgetProgress(tok)
+	token, progress := p.progressToken(ctx)
+	if progress != nil {
+		params = withMeta(params, map[string]string{"progressToken": token})
 	}
 	var res *mcp.CallToolResult
-	err := p.do(ctx, srv, "tools/call", params.Name, func(ctx context.Context, e *entry) error {
+	err := p.do(ctx, srv, "tools/call", params.Name, func(a *attempt, e *entry) error {
+		if progress != nil {
+			// Each attempt's session routes the token; a retry's new
+			// session gets a route of its own.
+			p.progress.add(e, token, progress)
+			defer p.progress.end(e, token)
+		}
+		ctx := a.request()
 		r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, params))
 		res = r
 		return err
@@ -175,16 +185,19 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 // notifications/tools/list_changed and after Options.ToolsTTL.
 func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
-	err := p.do(ctx, srv, "tools/list", "", func(ctx context.Context, e *entry) error {
+	err := p.do(ctx, srv, "tools/list", "", func(a *attempt, e *entry) error {
 		cached, ok, ver := e.cachedTools(time.Now(), p.opts.ToolsTTL)
 		if ok {
 			tools = slices.Clone(cached) // callers may reorder or trim their list
 			return nil
 		}
+		// Each page is a request of its own with its own probe, so that a
+		// 404 to page 2 is evidence about page 2. A retry lists again from
+		// the first page, on the new session.
 		var all []*mcp.Tool
 		params := &mcp.ListToolsParams{}
 		for {
-			res, err := e.cs.ListTools(ctx, params)
+			res, err := e.cs.ListTools(a.request(), params)
 			if err != nil {
 				return err
 			}
@@ -205,7 +218,7 @@ func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) 
 
 // do runs op on a pooled session for srv, invalidating the session and
 // retrying once on a new one when the failure proves op did not run.
-func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func(context.Context, *entry) error) (err error) {
+func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func(*attempt, *entry) error) (err error) {
 	if srv != nil {
 		var span trace.Span
 		ctx, span = p.startRequestSpan(ctx, srv, method, tool)
@@ -223,13 +236,13 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 
 	retried := false
 	info := callInfoFrom(ctx)
-	for attempt := 0; ; attempt++ {
+	for n := 0; ; n++ {
 		e, err := p.acquire(ctx, srv, k)
 		if err != nil {
 			var pe *Error
 			if errors.As(err, &pe) {
 				pe.Method, pe.Tool = method, tool
-				if attempt > 0 {
+				if n > 0 {
 					// The session expired and re-initializing it failed.
 					pe.Kind = KindSessionExpired
 					pe.Err = fmt.Errorf("re-initializing the session failed: %w", pe.Err)
@@ -238,14 +251,18 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			}
 			return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		}
-		pr := &probe{noticeSent: make(chan struct{})}
 		if info != nil {
-			info.Attempts, info.Retried = attempt+1, retried
+			info.Attempts, info.Retried = n+1, retried
 		}
-		err = op(withProbe(ctx, pr), e)
+		a := attempt{base: ctx}
+		err = op(&a, e)
 		if err == nil {
 			p.release(e)
 			return nil
+		}
+		pr := a.pr
+		if pr == nil {
+			pr = newProbe() // op failed before its first request: no POST
 		}
 		ev := pr.evidence(e.http)
 		v := classify(err, ev, ctx.Err())
@@ -260,7 +277,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.invalidate(e, v.invalidate)
 		}
 		p.release(e)
-		if v.retry && attempt < maxRetries {
+		if v.retry && n < maxRetries {
 			p.mu.Lock()
 			p.counters.retries++
 			p.mu.Unlock()
@@ -276,10 +293,65 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 		if v.rpc != nil {
 			pe.Code, pe.Message = v.rpc.Code, v.rpc.Message
 		}
-		status, a := pr.answered()
-		a.addTo(pe, status)
+		status, said := pr.answered()
+		said.addTo(pe, status)
 		return pe
 	}
+}
+
+// An attempt is one try of a pool operation on one session. Each request
+// the operation sends (a call, one page of a list) takes a probe of its own
+// with request; the evidence of a failure is the probe of the request that
+// failed, the last one taken.
+type attempt struct {
+	base context.Context
+	pr   *probe
+}
+
+// request returns the context for the attempt's next request.
+func (a *attempt) request() context.Context {
+	a.pr = newProbe()
+	return withProbe(a.base, a.pr)
+}
+
+// A keyState is what the pool remembers about a key across its sessions:
+// the last dial generation, the negotiated era (pinned on re-dial), and
+// whether the last session was lost to expiry or death (so that the next
+// dial is a re-initialization). None of it is needed for correctness: a key
+// that lost its state starts afresh (generation 1, its era discovered again).
+type keyState struct {
+	gen    uint64
+	era    string
+	reinit bool
+}
+
+// maxKeyStates bounds the states kept for keys with neither a live entry nor
+// a dial in progress: a pool that sees many identities over time, with the
+// idle sweep off or keys invalidated and never dialed again, must not keep
+// one per identity it ever served.
+var maxKeyStates = 4096
+
+// keyStateLocked returns k's state, creating it, and when the states of
+// keys at rest exceed maxKeyStates, forgets half of them. p.mu must be held.
+func (p *Pool) keyStateLocked(k key) *keyState {
+	if ks := p.keys[k]; ks != nil {
+		return ks
+	}
+	if len(p.keys)-len(p.entries)-len(p.dialing) >= maxKeyStates {
+		drop := len(p.keys) - len(p.entries) - len(p.dialing) - maxKeyStates/2
+		for kk := range p.keys {
+			if drop <= 0 {
+				break
+			}
+			if p.entries[kk] == nil && p.dialing[kk] == nil {
+				delete(p.keys, kk)
+				drop--
+			}
+		}
+	}
+	ks := &keyState{}
+	p.keys[k] = ks
+	return ks
 }
 
 // A semaphore caps the requests in flight for one key. It lives in
@@ -397,14 +469,15 @@ func (k key) String() string { return k.endpoint + "\x00" + k.identity + "\x00" 
 func (p *Pool) startDialLocked(ctx context.Context, srv *Server, k key) *dialCall {
 	dc := &dialCall{done: make(chan struct{})}
 	p.dialing[k] = dc
-	p.gens[k]++
+	ks := p.keyStateLocked(k)
+	ks.gen++
 	version := srv.ProtocolVersion
 	if version == "" {
-		version = p.eras[k]
+		version = ks.era
 	}
 	p.counters.dials++
 	p.bg.Add(1)
-	go p.dial(context.WithoutCancel(ctx), *srv, k, dc, p.gens[k], version, p.reinit[k])
+	go p.dial(context.WithoutCancel(ctx), *srv, k, dc, ks.gen, version, ks.reinit)
 	return dc
 }
 
@@ -480,12 +553,13 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 		p.mu.Unlock()
 		panic("pool: a dial found its key's slot taken")
 	}
+	ks := p.keyStateLocked(k)
 	if res := e.cs.InitializeResult(); res != nil && srv.ProtocolVersion == "" {
-		p.eras[k] = res.ProtocolVersion
+		ks.era = res.ProtocolVersion
 	}
 	if reinit {
 		p.counters.reinits++
-		p.reinit[k] = false
+		ks.reinit = false
 	}
 	now := time.Now()
 	e.created, e.lastUsed = now, now
@@ -507,14 +581,17 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e.abortCtx, e.abort = context.WithCancel(context.Background())
 	e.onExpiry = func() { p.invalidate(e, reasonExpired) }
 	client := mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() },
-		ProgressNotificationHandler: p.routeProgress,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() },
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p.progress.route(e, req)
+		},
 	})
 	var t mcp.Transport
 	if e.http {
 		t = &mcp.StreamableClientTransport{
-			Endpoint:   srv.URL,
-			HTTPClient: &http.Client{Transport: &recorder{base: p.base, headers: srv.Headers, entry: e}},
+			Endpoint:             srv.URL,
+			HTTPClient:           &http.Client{Transport: &recorder{base: p.base, headers: srv.Headers, entry: e}},
+			DisableStandaloneSSE: !p.opts.Notifications,
 		}
 	} else {
 		cmd := exec.Command(srv.Command, srv.Args...)
@@ -582,7 +659,7 @@ func (p *Pool) invalidate(e *entry, reason string) {
 	}
 	p.counters.invalidations[reason]++
 	if reason == reasonExpired || reason == reasonDied || reason == reasonRejected || reason == reasonBroken {
-		p.reinit[e.key] = true
+		p.keyStateLocked(e.key).reinit = true
 	}
 	e.closeReason = reason
 	closeIt := e.inUse == 0
@@ -676,10 +753,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	if !p.closed {
 		p.closed = true
 		close(p.closeNow)
-		for _, t := range p.lingering {
-			t.Stop()
-		}
-		p.lingering = nil
+		p.progress.close()
 		var now []*entry
 		for k, e := range p.entries {
 			delete(p.entries, k)
