@@ -1,0 +1,108 @@
+package askcmd
+
+// End-to-end tests of what ask says: an agent answering with its own
+// tools, and the exit code, stderr and --json of a task that could not be
+// done in full. Real processes throughout, as in e2e_test.go, with the
+// builtin model.
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+)
+
+// askOutput is the --json object as a script reads it.
+type askOutput struct {
+	askJSON
+	Status      string   `json:"status"`
+	ExitCode    int      `json:"exit_code"`
+	Reason      string   `json:"reason"`
+	Unavailable []string `json:"unavailable"`
+}
+
+func decodeAsk(t *testing.T, a *askProcess) askOutput {
+	t.Helper()
+	var out askOutput
+	if err := json.Unmarshal([]byte(a.stdout.String()), &out); err != nil {
+		t.Fatalf("ask --json printed %q: %v\nstderr:\n%s", a.stdout, err, a.stderr)
+	}
+	return out
+}
+
+// TestE2EAgentAnswersWithItsOwnTools: abacus and packrat are asked
+// directly; their models are offered their own native tools, so they do
+// the work instead of saying they have no tools.
+func TestE2EAgentAnswersWithItsOwnTools(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	st := startStudio(t, ctx, dir)
+
+	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "abacus", "--json", "what is 17% of 2340")
+	if code := ask.wait(t); code != exitOK {
+		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)
+	}
+	out := decodeAsk(t, ask)
+	if !strings.Contains(out.Answer, "397.8") || out.Status != "answered" {
+		t.Errorf("abacus answered %+v, want 397.8", out)
+	}
+	if len(out.Delegations) != 1 || out.Delegations[0].Agent != "abacus" || out.Delegations[0].Tool != "calculate" ||
+		out.Delegations[0].Outcome != delegation.OutcomeOK {
+		t.Errorf("delegations %+v, want abacus.calculate ok", out.Delegations)
+	}
+
+	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "packrat", "remember that the launch moved to Friday, then tell me what you know about the launch")
+	if code := ask.wait(t); code != exitOK {
+		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)
+	}
+	if got := ask.stdout.String(); !strings.Contains(got, "Friday") {
+		t.Errorf("packrat answered %q", got)
+	}
+	for _, line := range []string{"✓ packrat.store_note", "✓ packrat.search_notes"} {
+		if !strings.Contains(ask.stderr.String(), line) {
+			t.Errorf("stderr lacks %q:\n%s", line, ask.stderr)
+		}
+	}
+}
+
+// TestE2EUnavailableSiblingIsNamed: the oracle's abacus is on a port
+// nobody listens on. A task that needs it exits 5 and names abacus and the
+// reason on stderr and in --json; the studio records the call as failed.
+func TestE2EUnavailableSiblingIsNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	writeFile(t, filepath.Join(dir, "agents", "oracle", agentdef.MCPFile), `{"mcpServers": {
+		"packrat": {"url": "${SWITCHBOARD_STUDIO_URL:-http://127.0.0.1:1}/api/agents/packrat/mcp"},
+		"abacus": {"url": "http://127.0.0.1:1/mcp"}}}`)
+	st := startStudio(t, ctx, dir)
+
+	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--json", "what is 2+2")
+	if code := ask.wait(t); code != exitUnavailable {
+		t.Fatalf("ask exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUnavailable, ask.stdout, ask.stderr)
+	}
+	out := decodeAsk(t, ask)
+	if out.Status != "unavailable" || out.ExitCode != exitUnavailable || len(out.Unavailable) != 1 ||
+		!strings.Contains(out.Unavailable[0], `"abacus"`) || !strings.Contains(out.Unavailable[0], "connection refused") {
+		t.Errorf("--json %+v: want abacus named unavailable with the reason", out)
+	}
+	if !strings.Contains(ask.stderr.String(), `unavailable: agent "abacus"`) {
+		t.Errorf("stderr does not name abacus:\n%s", ask.stderr)
+	}
+
+	// Text mode: the same exit code, the answer on stdout, the reason on
+	// stderr.
+	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "what is 2+2")
+	if code := ask.wait(t); code != exitUnavailable {
+		t.Fatalf("ask exited %d, want %d\nstderr:\n%s", code, exitUnavailable, ask.stderr)
+	}
+	if !strings.Contains(ask.stderr.String(), `abacus`) || ask.stdout.String() == "" {
+		t.Errorf("stdout %q, stderr %q", ask.stdout, ask.stderr)
+	}
+}
