@@ -32,7 +32,10 @@ const (
 	// call of the same tool succeeded. The answer may be partial.
 	StatusDelegationFailed Status = "delegation_failed"
 	// StatusUnavailable: a sibling (or a tool) could not be offered, and
-	// the answer may lack what it would have done.
+	// the turn did nothing else: the model refused, or answered without a
+	// single successful delegation, so the answer may well lack what the
+	// missing sibling would have done. A turn that did its task through the
+	// siblings it had is StatusAnswered, with Unavailable still listed.
 	StatusUnavailable Status = "unavailable"
 	// StatusNotAnswered: the model said it could not do the task (a
 	// refusal in the chat API's sense), or the turn ended without an
@@ -175,8 +178,10 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 // fixed its argument and tried again).
 func judge(res *Result, refusal string) (Status, string) {
 	var failed []string
+	succeeded := 0
 	for i, ev := range res.Delegations {
 		if ev.Outcome == delegation.OutcomeOK {
+			succeeded++
 			continue
 		}
 		fixed := false
@@ -196,7 +201,7 @@ func judge(res *Result, refusal string) (Status, string) {
 	switch {
 	case len(failed) > 0:
 		return StatusDelegationFailed, "delegation failed: " + strings.Join(failed, "; ")
-	case len(res.Unavailable) > 0:
+	case len(res.Unavailable) > 0 && (succeeded == 0 || strings.TrimSpace(refusal) != ""):
 		return StatusUnavailable, "unavailable: " + strings.Join(res.Unavailable, "; ")
 	case strings.TrimSpace(refusal) != "":
 		return StatusNotAnswered, "not answered: " + strings.TrimSpace(refusal)

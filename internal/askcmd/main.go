@@ -53,8 +53,9 @@ exit status:
        stopped at max_steps without an answer
   4    a delegation failed: a tool the agent called reported an error or
        could not be reached; the answer, if any, is partial
-  5    a sibling was unavailable: the agent could not offer its tools
-       (named on stderr, in the answer and in --json "unavailable")
+  5    a sibling was unavailable (named on stderr and in --json
+       "unavailable") and the agent did nothing without it: it said it
+       could not, or answered without one successful delegation
   124  --timeout passed before the answer; the agent was told to stop
   130  interrupted (SIGINT, SIGTERM); the agent was told to stop
 

@@ -8,6 +8,8 @@ package askcmd
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,5 +106,45 @@ func TestE2EUnavailableSiblingIsNamed(t *testing.T) {
 	}
 	if !strings.Contains(ask.stderr.String(), `abacus`) || ask.stdout.String() == "" {
 		t.Errorf("stdout %q, stderr %q", ask.stdout, ask.stderr)
+	}
+}
+
+// TestE2EStalledModelEndpoint: the agents' model endpoint accepts requests
+// and never answers. With a model deadline, ask exits 1 with an error that
+// names the endpoint, the step and the deadline; with ask --timeout
+// shorter than it, ask exits 124.
+func TestE2EStalledModelEndpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	release := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer stalled.Close()
+	defer close(release)
+	dir := t.TempDir()
+	agentWithModel(t, dir, "alpha", 4, `{}`)
+
+	st := startStudio(t, ctx, dir, "OPENAI_BASE_URL="+stalled.URL+"/v1", "OPENAI_MODEL=stalled", "SWITCHBOARD_MODEL_TIMEOUT=300ms")
+	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "alpha", "--json", "anything")
+	if code := ask.wait(t); code != exitFailed {
+		t.Fatalf("ask exited %d, want %d\nstderr:\n%s", code, exitFailed, ask.stderr)
+	}
+	out := decodeAsk(t, ask)
+	for _, want := range []string{"model request timed out", stalled.URL + "/v1", "step 1", "300ms"} {
+		if !strings.Contains(out.Error, want) || !strings.Contains(ask.stderr.String(), want) {
+			t.Errorf("error %q (stderr %q) does not say %q", out.Error, ask.stderr, want)
+		}
+	}
+
+	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "alpha", "--timeout", "100ms", "anything")
+	if code := ask.wait(t); code != exitTimeout {
+		t.Fatalf("ask --timeout exited %d, want %d\nstderr:\n%s", code, exitTimeout, ask.stderr)
+	}
+	if !strings.Contains(ask.stderr.String(), "no answer within --timeout 100ms") {
+		t.Errorf("stderr %q", ask.stderr)
 	}
 }
