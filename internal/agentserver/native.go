@@ -33,7 +33,9 @@ const nativeScheme = "native:"
 
 // selfSession holds the server side of the in-memory session, so that the
 // middleware can recognize it.
-type selfSession struct{ p atomic.Pointer[mcp.ServerSession] }
+type selfSession struct {
+	p atomic.Pointer[mcp.ServerSession]
+}
 
 func (s *selfSession) is(req mcp.Request) bool {
 	if s == nil || req == nil {
