@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,5 +148,75 @@ func TestE2EStalledModelEndpoint(t *testing.T) {
 	}
 	if !strings.Contains(ask.stderr.String(), "no answer within --timeout 100ms") {
 		t.Errorf("stderr %q", ask.stderr)
+	}
+}
+
+// memoryServer is the entry point of @modelcontextprotocol/server-memory
+// as testdata/npm/package.json pins it. The test that needs it is skipped
+// when it is not installed, unless $CI is set: there it must be (`npm ci
+// --prefix internal/askcmd/testdata/npm`).
+func memoryServer(t *testing.T) string {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("testdata", "npm", "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, statErr := os.Stat(script)
+	_, nodeErr := exec.LookPath("node")
+	if statErr != nil || nodeErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("server-memory is not installed (%v, %v): run npm ci --prefix internal/askcmd/testdata/npm", statErr, nodeErr)
+		}
+		t.Skipf("server-memory is not installed (%v, %v): run npm ci --prefix internal/askcmd/testdata/npm", statErr, nodeErr)
+	}
+	return script
+}
+
+// TestE2EBuiltinWithAThirdPartyServer: an agent whose only sibling is
+// @modelcontextprotocol/server-memory over stdio, which nobody here wrote.
+// The builtin model plans from that server's tools alone: it stores an
+// entity and finds it again, naming the tool behind each line; and it
+// refuses a step that fits three of the server's tools, naming them.
+func TestE2EBuiltinWithAThirdPartyServer(t *testing.T) {
+	script := memoryServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := t.TempDir()
+	servers, _ := json.Marshal(map[string]any{"memory": map[string]any{
+		"command": "node", "args": []string{script},
+		"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")},
+	}})
+	writeFile(t, filepath.Join(dir, "agents", "memo", agentdef.DefinitionFile),
+		`{"name": "memo", "description": "keeps a knowledge graph", "model": {"name": "builtin"}, "allow_stdio": true}`)
+	writeFile(t, filepath.Join(dir, "agents", "memo", agentdef.MCPFile), `{"mcpServers": `+string(servers)+`}`)
+	st := startStudio(t, ctx, dir)
+
+	task := `create_entities {"entities":[{"name":"launch","entityType":"event","observations":["moved to Friday"]}]}, then tell me what you know about the launch`
+	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "memo", "--json", task)
+	if code := ask.wait(t); code != exitOK {
+		t.Fatalf("ask exited %d\nstdout:\n%s\nstderr:\n%s", code, ask.stdout, ask.stderr)
+	}
+	out := decodeAsk(t, ask)
+	lines := strings.Split(out.Answer, "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "memory.create_entities: ") ||
+		!strings.HasPrefix(lines[1], "memory.search_nodes: ") || !strings.Contains(lines[1], "moved to Friday") {
+		t.Errorf("answer %q: want one line per tool, the search finding the entity", out.Answer)
+	}
+	if len(out.Delegations) != 2 || out.Delegations[1].Tool != "search_nodes" || out.Delegations[1].Outcome != delegation.OutcomeOK {
+		t.Errorf("delegations %+v", out.Delegations)
+	}
+
+	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "memo", "--json", "delete launch")
+	if code := ask.wait(t); code != exitNotAnswered {
+		t.Fatalf("ask exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitNotAnswered, ask.stdout, ask.stderr)
+	}
+	out = decodeAsk(t, ask)
+	for _, want := range []string{"ambiguous", "memory.delete_entities", "memory.delete_observations", "memory.delete_relations"} {
+		if !strings.Contains(out.Answer, want) || !strings.Contains(out.Reason, want) {
+			t.Errorf("answer %q, reason %q: want %q", out.Answer, out.Reason, want)
+		}
+	}
+	if len(out.Delegations) != 0 {
+		t.Errorf("an ambiguous step made delegations: %+v", out.Delegations)
 	}
 }
