@@ -125,6 +125,7 @@ type Studio struct {
 
 	metrics     *studioMetrics
 	delegations *delegationLog
+	console     // runs, charts, log tails (console.go)
 
 	stop    context.CancelFunc // stops the supervisors
 	wg      sync.WaitGroup     // supervisors and the server
@@ -195,6 +196,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
 	s.delegations = newDelegationLog()
+	s.console = newConsole(o, s.delegations)
 	s.metrics = newStudioMetrics(s)
 	cfg := &supervisorConfig{
 		exe:          o.Executable,
@@ -207,7 +209,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		maxBackoff:   o.MaxBackoff,
 		healthyAfter: o.HealthyAfter,
 		logger:       o.Logger,
-		out:          &syncWriter{w: o.AgentOutput},
+		out:          &syncWriter{w: o.AgentOutput, tap: s.logs.add},
 	}
 	for _, d := range defs {
 		cfg.prefixWidth = max(cfg.prefixWidth, len(d.Name))
@@ -224,6 +226,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		s.names = append(s.names, d.Name)
 	}
 	slices.Sort(s.names)
+	s.series = newSeriesLog(s.names)
 	if len(defs) == 0 {
 		o.Logger.Warn("no agents found", "dir", filepath.Join(o.Dir, "agents"))
 	}
