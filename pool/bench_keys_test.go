@@ -30,7 +30,7 @@ var keyCounts = []int{1, 1000, 10000}
 // Identity) and calls go round-robin over all of them, from 1 and from 16
 // callers, against one go-sdk server in a child process (so that the heap
 // and goroutines measured here are the client's alone). Variant kN; compare
-// with k1. The pool has its default HTTP transport (Options.HTTPClient
+// with k1. The pool has its default HTTP transport (Options.Transport
 // nil), as a program that does not tune it gets.
 //
 // Besides ns/op it reports, for 1,000 and 10,000 keys, measured once when
@@ -180,7 +180,6 @@ func BenchmarkMassClose(b *testing.B) {
 				s1 := child.stats(b)
 				left += float64(s1.Sessions - s0.Sessions)
 				took += ms(d)
-				closeDefaultIdle()
 			}
 			b.ReportMetric(took/float64(b.N), "close-ms")
 			b.ReportMetric(left/float64(b.N), "server-sessions-left")
@@ -199,14 +198,6 @@ func dialAll(p *pool.Pool, servers []*pool.Server) error {
 		_, err := p.CallTool(context.Background(), servers[i], echo())
 		return err
 	})
-}
-
-// closeDefaultIdle closes the idle connections of the default transport,
-// which the pools here use: they are bounded (per host, not per key) and
-// would otherwise be counted as what the sessions left behind, and reported
-// as leaked goroutines at the end.
-func closeDefaultIdle() {
-	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
 // identities is n Servers for one endpoint, one per end user.
@@ -267,7 +258,6 @@ func (c *benchServerProcess) stats(b *testing.B) serverStats {
 // returns its URLs; it ends when the benchmark does (its stdin closes).
 func startBenchServerProcess(b *testing.B) *benchServerProcess {
 	b.Helper()
-	b.Cleanup(closeDefaultIdle)
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestBenchServerProcess$", "-test.count", "1")
 	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
 	stdin, err := cmd.StdinPipe()

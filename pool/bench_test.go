@@ -141,8 +141,8 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.base.RoundTrip(r)
 }
 
-// newBenchPool is a Pool on hc, closed at the end of the benchmark. opts may
-// be nil; its HTTPClient is replaced by hc.
+// newBenchPool is a Pool on hc's transport, closed at the end of the
+// benchmark. opts may be nil; its Transport is replaced by hc's.
 func newBenchPool(b *testing.B, hc *http.Client, opts *pool.Options) *pool.Pool {
 	p := pool.New(withClient(hc, opts))
 	b.Cleanup(func() { p.Close() })
@@ -150,13 +150,13 @@ func newBenchPool(b *testing.B, hc *http.Client, opts *pool.Options) *pool.Pool 
 }
 
 // withClient is a copy of opts (nil: the defaults) whose requests go
-// through hc's transport.
+// through hc's transport (Options.Transport).
 func withClient(hc *http.Client, opts *pool.Options) *pool.Options {
 	o := pool.Options{}
 	if opts != nil {
 		o = *opts
 	}
-	o.HTTPClient = hc
+	o.Transport = hc.Transport
 	return &o
 }
 

@@ -53,7 +53,7 @@ func BenchmarkPeers(b *testing.B) {
 
 	for _, conc := range cases {
 		b.Run(fmt.Sprintf("pooled/c%d", conc), func(b *testing.B) {
-			p := pool.New(&pool.Options{HTTPClient: hc})
+			p := pool.New(&pool.Options{Transport: tr})
 			defer p.Close()
 			srv := &pool.Server{Name: "peer", URL: url, ProtocolVersion: protocol}
 			call := func() error {
