@@ -102,8 +102,12 @@ func dialKeys(b *testing.B, child *benchServerProcess, n int) *keysEnv {
 
 // BenchmarkIdleSweep: what is left after the idle sweep has closed n
 // sessions. One op: dial n keys (one call each) on a pool whose idle timeout
-// is 200 ms, and wait until the sweep has closed every session (sessions go
-// idle as the dials progress, so the sweep closes them in batches). Then,
+// is 1 s, and wait until the sweep has closed every session (sessions go
+// idle as the dials progress, so the sweep closes them in batches). The
+// timeout is not shorter because a fresh session is idle, and so can be
+// swept, between its dial and its first caller taking it; on a machine busy
+// enough to delay that caller by 200 ms, a call failed so ("session ended
+// right after it was established"). Then,
 // with the pool still open and its HTTP transport's idle connections
 // closed (the transport's pool is bounded, not per key):
 //
@@ -127,7 +131,7 @@ func BenchmarkIdleSweep(b *testing.B) {
 				closeIdle()
 				heap0, g0 := clientHeap()
 				s0 := child.stats(b)
-				p := pool.New(withClient(hc, &pool.Options{IdleTimeout: 200 * time.Millisecond}))
+				p := pool.New(withClient(hc, &pool.Options{IdleTimeout: time.Second}))
 				err := dialAll(p, servers)
 				if err == nil {
 					err = pollUntil(2*time.Minute, func() bool { st := p.Stats(); return st.Open == 0 && st.Closes >= int64(n) })
