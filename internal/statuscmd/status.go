@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
@@ -43,13 +43,15 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	url := fs.String("studio", "", "the studio's URL (default $"+studio.EnvStudioURL+", else http://"+studio.DefaultListen+")")
 	asJSON := fs.Bool("json", false, "print one JSON object: the overview and the per-agent call summary")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: switchboard status [--studio URL] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations.\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: switchboard status [--studio URL] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations.\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
 		fs.PrintDefaults()
 	}
+	if cli.HelpRequested(args) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
 		return 2
 	}
 	if fs.NArg() > 0 {
