@@ -220,3 +220,37 @@ func TestE2EBuiltinWithAThirdPartyServer(t *testing.T) {
 		t.Errorf("an ambiguous step made delegations: %+v", out.Delegations)
 	}
 }
+
+// TestE2ETraceExportFailureIsOneLine: with a collector that refuses, and
+// one that never answers, ask still answers and exits 0, and says once, in
+// its own words, that traces were not exported: no raw library lines.
+func TestE2ETraceExportFailureIsOneLine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	st := startStudio(t, ctx, dir)
+	release := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer stalled.Close()
+	defer close(release)
+	for _, endpoint := range []string{"http://127.0.0.1:1", stalled.URL} {
+		ask := startAskEnv(t, ctx, dir, cleanEnv("OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint), "--studio", st.URL(), "what is 2+2")
+		if code := ask.wait(t); code != exitOK {
+			t.Fatalf("collector %s: ask exited %d\nstderr:\n%s", endpoint, code, ask.stderr)
+		}
+		stderr := ask.stderr.String()
+		if n := strings.Count(stderr, "switchboard ask: traces not exported"); n != 1 {
+			t.Errorf("collector %s: %d lines saying traces were not exported, want 1:\n%s", endpoint, n, stderr)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+			if !strings.HasPrefix(l, "switchboard ask: ") && !strings.HasPrefix(l, "· ") && !strings.Contains(l, "abacus.calculate") {
+				t.Errorf("collector %s: a line not in ask's own words: %q", endpoint, l)
+			}
+		}
+	}
+}
