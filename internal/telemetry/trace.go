@@ -125,7 +125,9 @@ func Start(ctx context.Context, service string, warn func(msg string, err error)
 				once.Do(func() { warn("traces not exported", err) })
 			}
 		case <-tctx.Done():
-			once.Do(func() { warn("traces not exported", fmt.Errorf("the collector did not answer within %v", FlushTimeout)) })
+			once.Do(func() {
+				warn("traces not exported", fmt.Errorf("the collector did not answer within %v", FlushTimeout))
+			})
 		}
 	}
 }
