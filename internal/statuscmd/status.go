@@ -262,12 +262,15 @@ func (st *Status) print(w io.Writer) {
 		if a.ToolsError != "" {
 			tools = "(" + a.ToolsError + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, a.State, a.Restarts, c.Calls, c.Errors, ms(c.P50MS), ms(c.P95MS), tools)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, stateText(a), a.Restarts, c.Calls, c.Errors, ms(c.P50MS), ms(c.P95MS), tools)
 	}
 	tw.Flush()
 	for _, a := range st.Agents {
-		if a.LastError != "" {
-			fmt.Fprintf(w, "  %s last exited: %s\n", a.Name, a.LastError)
+		switch {
+		case a.LastError != "" && a.LastErrorAt != nil:
+			fmt.Fprintf(w, "  %s exited at %s: %s\n", a.Name, a.LastErrorAt.Local().Format(time.TimeOnly), a.LastError)
+		case a.LastError != "":
+			fmt.Fprintf(w, "  %s exited: %s\n", a.Name, a.LastError)
 		}
 	}
 
@@ -302,6 +305,20 @@ func (st *Status) print(w io.Writer) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// stateText is an agent's state with what a person waiting on it wants to
+// know: when a restarting agent tries again, after how many failures one
+// was given up.
+func stateText(a studio.AgentInfo) string {
+	switch {
+	case a.State == studio.StateRestarting && a.RetryAt != nil:
+		left := max(time.Until(*a.RetryAt), 0).Round(100 * time.Millisecond)
+		return fmt.Sprintf("restarting (retry in %v, failure %d of %d)", left, a.ConsecutiveFailures, studio.GiveUpAfter)
+	case a.State == studio.StateGivenUp:
+		return fmt.Sprintf("given_up (after %d failures in a row)", a.ConsecutiveFailures)
+	}
+	return string(a.State)
 }
 
 // ms renders a latency in milliseconds; zero (no observations) is "-".

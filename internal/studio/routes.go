@@ -165,7 +165,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 // wait: until its next start, or a second while it is starting.
 func writeDown(w http.ResponseWriter, name string, st agentStatus) {
 	retry := time.Second
-	if d := time.Until(st.nextStart); (st.state == StateRestarting || st.state == StateFailed) && d > retry {
+	if d := time.Until(st.nextStart); st.state == StateRestarting && d > retry {
 		retry = d
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))

@@ -96,9 +96,11 @@ type Options struct {
 	MaxBodyBytes int64
 }
 
-// failedAfter consecutive failed runs mark an agent failed (it is still
-// retried, at the backoff cap).
-const failedAfter = 5
+// giveUpAfter consecutive failed runs give an agent up: it is not
+// restarted again. With the default backoff (250 ms doubling to 30 s)
+// that is about a minute of retries: long enough for a port or a peer to
+// come back, short enough that a broken agent.json is reported as broken.
+const giveUpAfter = 8
 
 // childWaitDelay bounds how long an agent's exit waits for its output pipes
 // (see exec.Cmd.WaitDelay).

@@ -24,7 +24,9 @@ import (
 // restarted after an exponential backoff, reset once a run has stayed up for
 // a healthy period. The child leads its own process group, so stopping it
 // reaches whatever it started too (stdio MCP servers), and Pdeathsig kills
-// it if the studio dies without stopping it (SIGKILL, a crash). Pdeathsig
+// it if the studio dies without stopping it (SIGKILL, a crash). After
+// giveUpAfter failed runs in a row it is given up: no further restarts, the
+// state says so, and last_error says why. Pdeathsig
 // fires when the OS thread that forked the child exits; Go keeps its threads
 // unless a goroutine exits while locked to one, which this package never does.
 
@@ -34,8 +36,8 @@ type State string
 const (
 	StateStarting   State = "starting"   // launched, not listening yet
 	StateRunning    State = "running"    // listening; the proxy routes to it
-	StateRestarting State = "restarting" // exited; waiting out the backoff
-	StateFailed     State = "failed"     // failed failedAfter times in a row; stays so while retried, until it runs
+	StateRestarting State = "restarting" // exited; waiting out the backoff until its retry time
+	StateGivenUp    State = "given_up"   // failed giveUpAfter times in a row; not restarted again
 	StateStopped    State = "stopped"    // the studio stopped it
 )
 
@@ -71,9 +73,12 @@ type agentProc struct {
 	upstream  *url.URL // the child's /mcp; nil unless running
 	pid       int
 	restarts  int
-	lastErr   string
+	failures  int       // consecutive failed runs
+	lastErr   string    // why it last exited; "" once it runs again
+	lastErrAt time.Time // when, kept with lastExit
+	lastExit  string    // why it last exited, kept after it runs again
 	lastLine  string    // the child's last stderr line, for lastErr
-	nextStart time.Time // restarting/failed: when the next attempt begins
+	nextStart time.Time // restarting: when the next attempt begins
 }
 
 func newAgentProc(def *agentdef.Definition, dir, dataDir string, cfg *supervisorConfig) *agentProc {
@@ -102,22 +107,29 @@ func (a *agentProc) run(ctx context.Context) {
 		}
 		failures++
 		delay := backoff(failures, a.cfg.minBackoff, a.cfg.maxBackoff)
-		state := StateRestarting
-		if failures >= failedAfter {
-			state = StateFailed
-		}
+		givenUp := failures >= giveUpAfter
 		a.mu.Lock()
-		a.state, a.upstream, a.pid = state, nil, 0
-		a.restarts++
-		a.lastErr = err.Error()
+		a.upstream, a.pid, a.failures = nil, 0, failures
+		a.lastErr, a.lastErrAt = err.Error(), time.Now()
 		if a.lastLine != "" {
 			a.lastErr += " (last log line: " + a.lastLine + ")"
 		}
-		a.nextStart = time.Now().Add(delay)
+		a.lastExit = a.lastErr
+		if givenUp {
+			a.state, a.nextStart = StateGivenUp, time.Time{}
+		} else {
+			a.state, a.nextStart = StateRestarting, time.Now().Add(delay)
+			a.restarts++
+		}
 		a.changedLocked()
 		lastErr := a.lastErr
 		a.mu.Unlock()
 		a.markFirst()
+		if givenUp {
+			a.cfg.logger.Error("agent keeps failing; giving up (restart the studio to try again)", "agent", a.def.Name, "err", lastErr, "consecutive_failures", failures)
+			<-ctx.Done()
+			return
+		}
 		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
 
 		t := time.NewTimer(delay)
@@ -176,9 +188,10 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	cmd.WaitDelay = childWaitDelay
 
 	a.mu.Lock()
-	if a.state != StateFailed {
-		// A failed agent stays failed through its retries: "starting" for
-		// a moment every few seconds would hide that it keeps failing.
+	// A retry stays "restarting" until it listens: "starting" for a moment
+	// every few seconds would hide that it keeps failing; the first start
+	// is "starting".
+	if a.state != StateRestarting {
 		a.state = StateStarting
 	}
 	a.changedLocked()
@@ -207,7 +220,8 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	select {
 	case u := <-ready:
 		a.mu.Lock()
-		a.state, a.upstream = StateRunning, u
+		// Running again: the last exit is history, not the current error.
+		a.state, a.upstream, a.lastErr, a.nextStart = StateRunning, u, "", time.Time{}
 		a.changedLocked()
 		a.mu.Unlock()
 		a.markFirst()
@@ -307,10 +321,10 @@ func (a *agentProc) awaitRunning(ctx context.Context, max time.Duration, gone st
 		a.mu.Unlock()
 		switch {
 		case st.state == StateRunning && st.upstream != nil && st.upstream.Host != gone,
-			st.state == StateStopped,
-			// Restarting, or failed (it is still retried, with backoff):
-			// worth waiting only if the next start is within the wait.
-			(st.state == StateRestarting || st.state == StateFailed) && st.nextStart.After(limit):
+			st.state == StateStopped, st.state == StateGivenUp,
+			// Restarting: worth waiting only if the next start is within
+			// the wait.
+			st.state == StateRestarting && st.nextStart.After(limit):
 			return st
 		}
 		select {
@@ -333,7 +347,8 @@ func (a *agentProc) status() agentStatus {
 func (a *agentProc) statusLocked() agentStatus {
 	return agentStatus{
 		state: a.state, upstream: a.upstream, pid: a.pid,
-		restarts: a.restarts, lastErr: a.lastErr, nextStart: a.nextStart,
+		restarts: a.restarts, failures: a.failures, lastErr: a.lastErr, lastErrAt: a.lastErrAt,
+		lastExit: a.lastExit, nextStart: a.nextStart,
 	}
 }
 
@@ -342,6 +357,9 @@ type agentStatus struct {
 	upstream  *url.URL
 	pid       int
 	restarts  int
-	lastErr   string
+	failures  int
+	lastErr   string // current: empty while running
+	lastErrAt time.Time
+	lastExit  string // the last exit's reason, kept after recovery
 	nextStart time.Time
 }
