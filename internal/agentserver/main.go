@@ -104,6 +104,11 @@ func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout i
 	// Traces (when OTEL_EXPORTER_OTLP_ENDPOINT is set) are flushed after
 	// the server has stopped, so the last calls' spans are not lost.
 	defer telemetry.Start(ctx, def.Name, func(msg string, err error) { logger.Warn(msg, "err", err) })()
+	if def.MCP != nil {
+		for _, note := range def.MCP.Ignored {
+			logger.Info(note)
+		}
+	}
 	s, err := New(def, opts)
 	if err != nil {
 		return err

@@ -313,6 +313,12 @@ func (c *client) handle(ctx context.Context, req request) answer {
 		return ans
 	}
 	srv := s.Pool()
+	if s.Timeout > 0 && (c.timeout <= 0 || s.Timeout < c.timeout) {
+		// The server's own "timeout" in mcp.json, when it is the tighter.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
 
 	if req.Method == "tools/list" {
 		tools, err := c.pool.ListTools(ctx, srv)

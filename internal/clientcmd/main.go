@@ -84,6 +84,9 @@ exit status:
 		fmt.Fprintf(stderr, "switchboard client: %v\n", err)
 		return 1
 	}
+	for _, note := range cfg.Ignored {
+		logger.Info(note)
+	}
 	p := pool.New(&pool.Options{Logger: logger})
 	c := &client{cfg: cfg, pool: p, timeout: *timeout, maxInFlight: *inFlight, out: newWriter(stdout)}
 	err = c.serve(ctx, stdin)
