@@ -51,13 +51,13 @@ import (
 
 // Server is one MCP server from an mcp.json, with every ${VAR} expanded.
 type Server struct {
-	Name            string
-	Type            string // "http" or "stdio"
-	URL             string
-	Headers         map[string]string
-	Command         string
-	Args            []string
-	Env             map[string]string
+	Name    string
+	Type    string // "http" or "stdio"
+	URL     string
+	Headers map[string]string
+	Command string
+	Args    []string
+	Env     map[string]string
 	// Dir is a stdio server's working directory ("cwd"), absolute; empty:
 	// the caller's.
 	Dir             string
