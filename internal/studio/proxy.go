@@ -122,7 +122,7 @@ func (l proxyErrorLog) Write(p []byte) (int, error) {
 	if strings.Contains(msg, "read error during body copy") {
 		l.logger.Debug("proxy: an agent's response ended early", "detail", msg)
 	} else {
-		l.logger.Warn("proxy: "+strings.TrimPrefix(msg, "httputil: "))
+		l.logger.Warn("proxy: " + strings.TrimPrefix(msg, "httputil: "))
 	}
 	return len(p), nil
 }
