@@ -114,6 +114,14 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	defer p.Close()
 
 	pr := newPrinter(stderr)
+	held := newHeldWatcher()
+	pr.onEvent = held.event
+	watchCtx, stopWatch := context.WithCancel(callCtx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		held.watch(watchCtx, st.url, cfg.token, pr.note)
+	}()
 	srv := &pool.Server{Name: cfg.agent, URL: st.url + "/api/agents/" + url.PathEscape(cfg.agent) + "/mcp"}
 	if cfg.token != "" {
 		// A studio with a token wants it on every /api/ request.
@@ -123,6 +131,8 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		Name:      "ask",
 		Arguments: map[string]any{"task": cfg.task},
 	})
+	stopWatch()
+	<-watched
 	var final askResult
 	if err == nil {
 		final = structured(res)

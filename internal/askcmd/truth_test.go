@@ -14,11 +14,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
 // askOutput is the --json object as a script reads it.
@@ -252,5 +257,75 @@ func TestE2ETraceExportFailureIsOneLine(t *testing.T) {
 				t.Errorf("collector %s: a line not in ask's own words: %q", endpoint, l)
 			}
 		}
+	}
+}
+
+// TestE2EHeldCallIsShown: packrat is killed between the oracle's two
+// delegations and the studio waits 2 s before restarting it, holding the
+// second delegation meanwhile. ask says, while it waits, that packrat is
+// restarting and that the studio holds the call; then the call recovers.
+func TestE2EHeldCallIsShown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	store := call("call_store", "packrat__store_note", `{"text":"The demo is on Monday."}`)
+	search := call("call_search", "packrat__search_notes", `{"query":"demo"}`)
+	var st *studio.Studio
+	model := newScriptedModel(t, map[string][]turnStep{"oracle": {
+		{reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{store}}},
+		{
+			before: func(*http.Request) {
+				old := agentInfo(t, st, "packrat")
+				if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
+					t.Error(err)
+				}
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
+				for agentInfo(t, st, "packrat").State == studio.StateRunning {
+					select {
+					case <-tick.C:
+					case <-ctx.Done():
+						return
+					}
+				}
+			},
+			reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{search}},
+		},
+		{reply: openai.ChatCompletionMessage{Content: "The demo is on Monday."}},
+	}})
+	logs := &lockedBuffer{}
+	var err error
+	st, err = studio.Start(ctx, &studio.Options{
+		Dir: dir, Listen: "127.0.0.1:0", Executable: needBinary(t), AgentOutput: logs,
+		Env:        []string{"OPENAI_BASE_URL=" + model.URL, "OPENAI_MODEL=scripted"},
+		MinBackoff: 2 * time.Second, MaxBackoff: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("closing the studio: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", logs)
+		}
+	})
+	if err := st.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "remember that the demo is on Monday, then tell me about the demo")
+	if code := ask.wait(t); code != exitOK {
+		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)
+	}
+	stderr := ask.stderr.String()
+	for _, want := range []string{"· packrat is restarting (retry in", "failure 1 of 8; it exited: exited: signal: killed", "the studio holds calls to it until it listens", "✓ packrat.search_notes"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if i, j := strings.Index(stderr, "packrat is restarting"), strings.Index(stderr, "✓ packrat.search_notes"); i > j {
+		t.Errorf("the wait was reported after the call finished:\n%s", stderr)
 	}
 }
