@@ -114,6 +114,23 @@ func TestE2EUnavailableSiblingIsNamed(t *testing.T) {
 	if !strings.Contains(ask.stderr.String(), `abacus`) || ask.stdout.String() == "" {
 		t.Errorf("stdout %q, stderr %q", ask.stdout, ask.stderr)
 	}
+
+	// status shows the ask as failed, not ok.
+	status := exec.CommandContext(ctx, needBinary(t), "status", "--studio", st.URL())
+	status.Env = cleanEnv()
+	text, err := status.CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, text)
+	}
+	var askLines []string
+	for _, l := range strings.Split(string(text), "\n") {
+		if strings.Contains(l, "→ oracle.ask") {
+			askLines = append(askLines, l)
+		}
+	}
+	if len(askLines) != 2 || !strings.Contains(askLines[0], "tool_error") || !strings.Contains(askLines[1], "tool_error") {
+		t.Errorf("status lists the asks as %q, want both tool_error:\n%s", askLines, text)
+	}
 }
 
 // TestE2EStalledModelEndpoint: the agents' model endpoint accepts requests
