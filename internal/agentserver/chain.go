@@ -51,6 +51,11 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger, self *self
 			chain, found, err := delegation.FromMeta(meta)
 			if err != nil {
 				raw, _ := json.Marshal(meta[delegation.MetaKey])
+				if len(raw) > maxShownChain {
+					// The chain is the client's; a log line or a result
+					// never carries more than a glimpse of it.
+					raw = append(raw[:maxShownChain:maxShownChain], "…"...)
+				}
 				logger.Warn("refusing a call with a malformed delegation chain", "tool", tool, "chain", string(raw), "err", err)
 				return toolError("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, tool, raw, err), nil
 			}
@@ -73,12 +78,24 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger, self *self
 	}
 }
 
+// maxShownChain bounds how much of an unreadable chain a refusal quotes.
+const maxShownChain = 256
+
+// toolName is the called tool's name for logs and refusals, bounded: it is
+// whatever the client sent.
 func toolName(p mcp.Params) string {
+	name := "a tool"
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
-		return p.Name
+		name = p.Name
 	case *mcp.CallToolParams:
-		return p.Name
+		name = p.Name
 	}
-	return "a tool"
+	if len(name) > maxShownTool {
+		name = name[:maxShownTool] + "…"
+	}
+	return name
 }
+
+// maxShownTool bounds a tool name quoted in a log line or a refusal.
+const maxShownTool = 128

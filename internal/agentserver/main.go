@@ -133,12 +133,16 @@ func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout i
 	}
 	mux.Handle("GET /metrics", metrics)
 	srv := &http.Server{
-		Handler:           mux,
+		// The budget sets each request's body deadline (not ReadTimeout,
+		// which would also end SSE streams) and caps connections.
+		Handler:           s.Budget().Handler(mux),
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(s.Budget().Listener(ln)) }()
 
 	fmt.Fprintf(stdout, ReadyFormat, def.Name, ln.Addr().String())
 	logger.Info("agent serving", "agent", def.Name, "addr", ln.Addr().String(), "data_dir", s.DataDir(), "tools", def.Tools)

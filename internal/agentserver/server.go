@@ -52,6 +52,9 @@ type Options struct {
 	// more wait for a slot, each until its caller gives up (see limit.go).
 	// Zero means no cap.
 	MaxConcurrentCalls int
+	// Budget bounds the process's connections, in-flight body bytes and
+	// body time; default mcphttp.NewBudget(nil).
+	Budget *mcphttp.BudgetOptions
 	// ModelTimeout bounds each model request of the ask tool's turns
 	// (runtime.Options.ModelTimeout); zero: its default.
 	ModelTimeout time.Duration
@@ -73,6 +76,7 @@ type Server struct {
 	ask     *asker
 	metrics *serverMetrics
 	limit   *limiter // nil without Options.MaxConcurrentCalls
+	budget  *mcphttp.Budget
 	self    *selfSession
 
 	closeOnce sync.Once
@@ -110,7 +114,7 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 	}
 	logger := o.Logger.With("agent", def.Name)
 
-	s := &Server{def: def, dataDir: dataDir, logger: logger, self: &selfSession{}}
+	s := &Server{def: def, dataDir: dataDir, logger: logger, budget: mcphttp.NewBudget(o.Budget), self: &selfSession{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: def.Name, Title: def.Name, Version: version()}, &mcp.ServerOptions{
 		Instructions: def.Description,
 		Logger:       logger,
@@ -166,10 +170,29 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		MaxBodyBytes:   o.MaxBodyBytes,
 		Token:          o.Token,
 		SessionIdleTTL: ttl,
-		Logger:         logger,
+		// A binding forgotten for idleness is a session go-sdk should have
+		// closed already; close it anyway, so the table and go-sdk never
+		// disagree about what is open.
+		OnSessionExpired: s.closeSession,
+		Budget:           s.budget,
+		Logger:           logger,
 	})
 	return s, nil
 }
+
+// closeSession ends the go-sdk session with id, if it is still open.
+func (s *Server) closeSession(id string) {
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() == id {
+			ss.Close()
+			return
+		}
+	}
+}
+
+// Budget is the process's budget (connections, body bytes, body time); the
+// HTTP server in front of Handler should use its Listener and Handler.
+func (s *Server) Budget() *mcphttp.Budget { return s.budget }
 
 // Handler serves the agent's MCP endpoint (Streamable HTTP) at whatever path
 // it is mounted on; `agent serve` mounts it at /mcp.
