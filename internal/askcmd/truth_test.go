@@ -346,3 +346,46 @@ func TestE2EHeldCallIsShown(t *testing.T) {
 		t.Errorf("the wait was reported after the call finished:\n%s", stderr)
 	}
 }
+
+// TestE2EMisconfiguredSiblings: a stdio sibling for an agent without
+// allow_stdio, and an agent whose tools/mcp.json is gone, each exit 5
+// naming the reason; a task on stdin ("ask -") works like one in argv.
+func TestE2EMisconfiguredSiblings(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	writeFile(t, filepath.Join(dir, "agents", "oracle", agentdef.MCPFile), `{"mcpServers": {
+		"abacus": {"command": "switchboard-no-such-command"}}}`)
+	if err := os.Remove(filepath.Join(dir, "agents", "packrat", agentdef.MCPFile)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "agents", "bare", agentdef.DefinitionFile), `{"name": "bare", "description": "no tools at all"}`)
+	st := startStudio(t, ctx, dir)
+
+	for _, c := range []struct{ agent, want string }{
+		{"oracle", `agent "abacus"`},
+		{"bare", `agent "bare" has no tools: ` + filepath.Join(dir, "agents", "bare", "tools", "mcp.json")},
+	} {
+		ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", c.agent, "--json", "what is 2+2")
+		if code := ask.wait(t); code != exitUnavailable {
+			t.Fatalf("%s: ask exited %d, want %d\nstdout:\n%s\nstderr:\n%s", c.agent, code, exitUnavailable, ask.stdout, ask.stderr)
+		}
+		out := decodeAsk(t, ask)
+		if len(out.Unavailable) != 1 || !strings.Contains(out.Unavailable[0], c.want) || !strings.Contains(out.Reason, c.want) {
+			t.Errorf("%s: --json %+v, want %q named", c.agent, out, c.want)
+		}
+	}
+	// packrat without its mcp.json still has its own tools; and the task
+	// comes from stdin.
+	ask := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	ask.cmd = exec.CommandContext(ctx, needBinary(t), "ask", "--studio", st.URL(), "--agent", "packrat", "-")
+	ask.cmd.Dir, ask.cmd.Env = dir, cleanEnv()
+	ask.cmd.Stdin = strings.NewReader("remember that the launch moved to Friday\n")
+	ask.cmd.Stdout, ask.cmd.Stderr = ask.stdout, ask.stderr
+	if err := ask.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := ask.wait(t); code != exitOK || !strings.Contains(ask.stdout.String(), "packrat.store_note: Stored note") {
+		t.Errorf("ask - : exit %d, stdout %q, stderr %q", code, ask.stdout, ask.stderr)
+	}
+}
