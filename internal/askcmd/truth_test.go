@@ -78,6 +78,14 @@ func TestE2EAgentAnswersWithItsOwnTools(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", line, ask.stderr)
 		}
 	}
+
+	// An agent the studio does not have: a usage error listing the ones
+	// it has.
+	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "nosuch", "hello")
+	if code := ask.wait(t); code != exitUsage || !strings.Contains(ask.stderr.String(), `unknown agent "nosuch"`) ||
+		!strings.Contains(ask.stderr.String(), "has abacus, oracle, packrat") {
+		t.Errorf("--agent nosuch: exit %d, stderr %q", code, ask.stderr)
+	}
 }
 
 // TestE2EUnavailableSiblingIsNamed: the oracle's abacus is on a port
