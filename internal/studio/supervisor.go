@@ -139,9 +139,18 @@ func (a *agentProc) run(ctx context.Context) {
 		a.markFirst()
 		if givenUp {
 			a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr + " (given up)"})
-			a.cfg.logger.Error("agent keeps failing; giving up (restart the studio to try again)", "agent", a.def.Name, "err", lastErr, "consecutive_failures", failures)
-			<-ctx.Done()
-			return
+			a.cfg.logger.Error("agent keeps failing; giving up until it is started on request", "agent", a.def.Name, "err", lastErr, "consecutive_failures", failures)
+			// Parked as a stopped agent is: StartAgent (the page's start)
+			// tries again, with a fresh count of failures.
+			select {
+			case why := <-a.ctl.park():
+				a.ctl.record(ControlEvent{Event: EventStarted, Reason: why})
+				a.cfg.logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
+				failures = 0
+				continue
+			case <-ctx.Done():
+				return
+			}
 		}
 		a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr, NextStart: time.Now().Add(delay)})
 		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
@@ -154,6 +163,16 @@ func (a *agentProc) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// park marks the agent stopped between runs, as a stop request does, and
+// returns the channel a start request (resume) sends on.
+func (c *agentControl) park() <-chan string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	c.start = make(chan string, 1)
+	return c.start
 }
 
 // backoff is lo·2^(n-1), capped at hi.

@@ -70,4 +70,9 @@ func TestAgentFails(t *testing.T) {
 			t.Errorf("after giving up: %+v", now)
 		}
 	}
+	// Started on request, it is tried again from a fresh count.
+	if err := s.StartAgent("broken", "fixed, maybe"); err != nil {
+		t.Fatal(err)
+	}
+	waitAgent(t, s, "broken", func(b AgentInfo) bool { return b.Restarts > a.Restarts })
 }
