@@ -8,7 +8,7 @@
 (function () {
   const every = 1000;
   const body = document.body;
-  const live = document.getElementById("live");
+  const regions = document.querySelectorAll("[data-live]");
   let etag = "";
   let polls = 0;
   let timer = 0;
@@ -40,19 +40,23 @@
   // what the person opened open and flashing rows that are new.
   function swap(html) {
     const doc = new DOMParser().parseFromString(html, "text/html");
-    const open = keys(live, "details[open][data-key]", "data-key");
-    const rows = keys(live, "tr[data-id]", "data-id");
-    const runs = keys(live, "tr[data-run]", "data-run");
-    doc.body.querySelectorAll("details[data-key]").forEach(function (d) {
-      if (open.has(d.getAttribute("data-key"))) d.open = true;
+    regions.forEach(function (live) {
+      const next = doc.getElementById(live.id);
+      if (!next) return;
+      const open = keys(live, "details[open][data-key]", "data-key");
+      const rows = keys(live, "tr[data-id]", "data-id");
+      const runs = keys(live, "tr[data-run]", "data-run");
+      next.querySelectorAll("details[data-key]").forEach(function (d) {
+        if (open.has(d.getAttribute("data-key"))) d.open = true;
+      });
+      next.querySelectorAll("tr[data-id]").forEach(function (tr) {
+        if (!rows.has(tr.getAttribute("data-id"))) tr.classList.add("new");
+      });
+      next.querySelectorAll("tr[data-run]").forEach(function (tr) {
+        if (!runs.has(tr.getAttribute("data-run"))) tr.classList.add("new");
+      });
+      live.replaceChildren.apply(live, Array.from(next.childNodes));
     });
-    doc.body.querySelectorAll("tr[data-id]").forEach(function (tr) {
-      if (!rows.has(tr.getAttribute("data-id"))) tr.classList.add("new");
-    });
-    doc.body.querySelectorAll("tr[data-run]").forEach(function (tr) {
-      if (!runs.has(tr.getAttribute("data-run"))) tr.classList.add("new");
-    });
-    live.replaceChildren.apply(live, Array.from(doc.body.childNodes));
   }
 
   function fragmentURL() {
@@ -247,7 +251,7 @@
   // chart draws one small chart of series (each {key, cls, label}) over
   // the minutes, bars for counts or lines for latencies.
   function chart(title, points, series, kind, unit) {
-    const W = 300, H = 90, top = 16, bottom = 14;
+    const W = 300, H = 96, top = 28, bottom = 14;
     let maxV = 0;
     points.forEach(function (p) { series.forEach(function (s) { maxV = Math.max(maxV, p[s.key] || 0); }); });
     const svg = el("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img", "aria-label": title });
@@ -278,9 +282,9 @@
     });
     let lx = 0;
     series.forEach(function (s) {
-      svg.appendChild(el("rect", { x: W - 150 + lx, y: 4, width: 8, height: 8, class: s.cls }));
-      svg.appendChild(el("text", { x: W - 139 + lx, y: 11, class: "legend" }, s.label));
-      lx += 50;
+      svg.appendChild(el("rect", { x: lx, y: 16, width: 7, height: 7, class: s.cls }));
+      svg.appendChild(el("text", { x: lx + 10, y: 22.5, class: "legend" }, s.label));
+      lx += 14 + 6 * s.label.length;
     });
     svg.appendChild(el("text", { x: 0, y: H - 2, class: "legend" }, points.length ? when(new Date(points[0].time)).slice(11, 16) : ""));
     svg.appendChild(el("text", { x: W, y: H - 2, class: "legend end" }, "now"));
@@ -304,5 +308,5 @@
     box.dataset.drawn = String(points.length);
   }
 
-  if (live) poll();
+  if (regions.length) poll();
 })();
