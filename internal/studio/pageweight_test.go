@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"testing"
@@ -55,10 +56,12 @@ func recordSynthetic(s *Studio, prefix string, n, perRun int) {
 // page with 10,000 delegations recorded, against the same pages of a
 // studio with none (the baseline), loaded in turns: the bytes sent, the
 // server's time to render, and, in Chromium, the time to first contentful
-// paint. The figures are logged (go test -v -run
-// TestPageWithTenThousandDelegations ./internal/studio); the test fails
-// only past generous ceilings on the page's weight, which the server-side
-// limits (pageRuns, pageDelegations, maxRunHops) keep far below.
+// paint. The figures are logged; the test fails only past generous
+// ceilings on the page's weight, which the server-side limits (pageRuns,
+// pageDelegations, maxRunHops) keep far below. The browser's part runs
+// when asked for, as the figures in docs/OBSERVABILITY.md were made:
+//
+//	SWITCHBOARD_MEASURE_PAGE=1 go test -count=1 -v -run TestPageWithTenThousandDelegations ./internal/studio
 func TestPageWithTenThousandDelegations(t *testing.T) {
 	empty := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
 	full := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
@@ -98,7 +101,11 @@ func TestPageWithTenThousandDelegations(t *testing.T) {
 		static += n
 	}
 
-	const rounds = 7
+	rounds := 3
+	measure := os.Getenv("SWITCHBOARD_MEASURE_PAGE") != ""
+	if measure {
+		rounds = 7
+	}
 	type sample struct {
 		bytes int
 		times []time.Duration
@@ -148,10 +155,12 @@ func TestPageWithTenThousandDelegations(t *testing.T) {
 		}
 	}
 
+	if !measure {
+		return
+	}
 	bin, ok := chromiumOrSkip()
 	if !ok {
-		t.Log("no chromium: time to first render not measured")
-		return
+		t.Fatal("no chromium: time to first render not measured")
 	}
 	b := openBrowser(t, bin, 1280, 900)
 	for _, p := range pages[:3] {

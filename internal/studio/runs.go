@@ -78,8 +78,9 @@ type runGroup struct {
 }
 
 type callLog struct {
-	scrub *logging.Scrubber
-	deleg *delegationLog
+	scrub  *logging.Scrubber
+	deleg  *delegationLog
+	budget int // payloadBudget
 
 	mu   sync.Mutex // protects following fields
 	ring []*callRecord
@@ -98,7 +99,12 @@ type callLog struct {
 }
 
 func newCallLog(scrub *logging.Scrubber, deleg *delegationLog) *callLog {
-	return &callLog{scrub: scrub, deleg: deleg, ring: make([]*callRecord, maxCalls), runs: make(map[string]*runGroup), openRoots: make(map[*callRecord]string)}
+	return newCallLogSized(scrub, deleg, maxCalls, payloadBudget)
+}
+
+// newCallLogSized is newCallLog with other bounds, for tests.
+func newCallLogSized(scrub *logging.Scrubber, deleg *delegationLog, calls, budget int) *callLog {
+	return &callLog{scrub: scrub, deleg: deleg, budget: budget, ring: make([]*callRecord, calls), runs: make(map[string]*runGroup), openRoots: make(map[*callRecord]string)}
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, saying how much
@@ -345,7 +351,7 @@ func (l *callLog) trimLocked() {
 	if l.ring[l.next] != nil {
 		oldest = l.next
 	}
-	for ; l.trimmedPrefix < l.count && l.payload > payloadBudget; l.trimmedPrefix++ {
+	for ; l.trimmedPrefix < l.count && l.payload > l.budget; l.trimmedPrefix++ {
 		c := l.ring[(oldest+l.trimmedPrefix)%len(l.ring)]
 		if c.trimmed {
 			continue

@@ -163,15 +163,18 @@ func TestRunBadgesTellTheTruth(t *testing.T) {
 	}
 }
 
-// TestRunsBounded: the call log keeps at most maxCalls calls and
-// payloadBudget bytes of payload, however many calls come, and secrets
-// never enter it.
+// TestRunsBounded: the call log keeps at most its number of calls and its
+// budget of payload bytes, however many calls come, and secrets never enter
+// it. (The studio's own bounds, maxCalls and payloadBudget, are these
+// scaled up; TestPageWithTenThousandDelegations fills them.)
 func TestRunsBounded(t *testing.T) {
+	const keep, budget = 1000, 2 << 20
 	f := newFakeCalls("hunter2-secret")
-	// 2 KiB arguments and results: 40 MiB in all, past the budget.
+	f.calls = newCallLogSized(f.calls.scrub, f.deleg, keep, budget)
+	// 2 KiB arguments and results: 4 MiB in all, past the budget.
 	mid := strings.Repeat("y", 2<<10)
 	big := strings.Repeat("x", maxPayload+100)
-	const n = maxCalls + 500
+	const n = keep + 200
 	for i := range n {
 		args := map[string]string{"zz": mid, "note": fmt.Sprint(i), "password": "p", "echo": "hunter2-secret"}
 		if i == n-1 {
@@ -198,11 +201,11 @@ func TestRunsBounded(t *testing.T) {
 	}
 	payload := l.payload
 	l.mu.Unlock()
-	if held != maxCalls || len(groups) != maxCalls {
-		t.Errorf("%d calls in %d runs kept, want %d", held, len(groups), maxCalls)
+	if held != keep || len(groups) != keep {
+		t.Errorf("%d calls in %d runs kept, want %d", held, len(groups), keep)
 	}
-	if payload > payloadBudget {
-		t.Errorf("payload %d bytes, budget %d", payload, payloadBudget)
+	if payload > budget {
+		t.Errorf("payload %d bytes, budget %d", payload, budget)
 	}
 	if _, ok := l.Run("call-2"); ok {
 		t.Error("the oldest run is still there")
