@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -406,5 +407,49 @@ func TestConsoleMarksHeld(t *testing.T) {
 	}
 	if !d.LastErrorStale || d.LastError == "" {
 		t.Errorf("last error %q stale %v: running again, the error is history", d.LastError, d.LastErrorStale)
+	}
+}
+
+// TestPagesShowTruthfulBadges: the fleet and run pages, as the server
+// renders them, show a call whose session expired and was retried as
+// recovered, not as a red session_not_found; an ask that answered nothing
+// as having done nothing; every time with its date and zone.
+func TestPagesShowTruthfulBadges(t *testing.T) {
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	c := newAPIClient(t, s, "")
+	f := &fakeCalls{deleg: s.delegations, calls: s.calls, now: time.Now().Add(-time.Minute)}
+	first := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1"})
+	f.end(first, time.Millisecond, "session_not_found", "", nil)
+	retry := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1"})
+	f.end(retry, time.Millisecond, "", "", textResult("1"))
+	empty := f.begin("abacus", "ask", "", 0, "", map[string]string{"task": "nothing at all"})
+	f.end(empty, time.Millisecond, "", "R-EMPTY", askResult("", "R-EMPTY"))
+
+	_, page := c.do("GET", "/", "", nil)
+	for _, want := range []string{
+		`<span class="badge tone-muted" title="">session expired · retried</span>`,
+		`<span class="badge tone-recovered" title="">recovered</span>`,
+		`<span class="badge tone-empty">did nothing</span>`,
+		`1 recovered`,
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the fleet page lacks %s", want)
+		}
+	}
+	if strings.Contains(string(page), "tone-bad") {
+		t.Error("the fleet page shows a failure; nothing failed")
+	}
+	times := regexp.MustCompile(`<td class="time">([^<]*)</td>`).FindAllStringSubmatch(string(page), -1)
+	if len(times) < 4 {
+		t.Fatalf("%d times on the page", len(times))
+	}
+	for _, m := range times {
+		if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z+\-0-9]+$`).MatchString(m[1]) {
+			t.Errorf("time %q has no date or zone", m[1])
+		}
+	}
+	_, run := c.do("GET", "/runs/R-EMPTY", "", nil)
+	if !strings.Contains(string(run), `<span id="run-outcome" class="badge tone-empty">did nothing</span>`) || !strings.Contains(string(run), "(no answer)") {
+		t.Errorf("the empty ask's page:\n%.2000s", run)
 	}
 }

@@ -75,6 +75,7 @@ type runGroup struct {
 	id    string
 	keys  []string
 	calls []*callRecord // by id (start order)
+	gone  bool          // merged into another or emptied: not in the list
 }
 
 type callLog struct {
@@ -95,7 +96,9 @@ type callLog struct {
 	// trimmedPrefix: this many calls from the oldest have lost their
 	// payloads (trimLocked).
 	trimmedPrefix int
-	count         int // calls in the ring
+	count         int         // calls in the ring
+	order         []*runGroup // every run, oldest first (some gone)
+	gone          int         // gone runs in order
 }
 
 func newCallLog(scrub *logging.Scrubber, deleg *delegationLog) *callLog {
@@ -277,6 +280,7 @@ func (l *callLog) joinLocked(c *callRecord, runID, traceID string) {
 	if g == nil {
 		l.runSeq++
 		g = &runGroup{seq: l.runSeq}
+		l.order = append(l.order, g)
 		switch {
 		case runID != "":
 			g.id = runID
@@ -318,9 +322,24 @@ func (l *callLog) mergeLocked(g, other *runGroup) {
 		l.runs[k] = g
 	}
 	g.keys = append(g.keys, other.keys...)
-	g.seq = min(g.seq, other.seq)
+	// g keeps its place in the list (and its seq, which paging goes by).
+	l.dropLocked(other)
 	if strings.HasPrefix(g.id, "call-") && !strings.HasPrefix(other.id, "call-") {
 		g.id = other.id
+	}
+}
+
+// dropLocked takes g out of the run list; the list is compacted once half
+// of it is gone.
+func (l *callLog) dropLocked(g *runGroup) {
+	if g.gone {
+		return
+	}
+	g.gone = true
+	l.gone++
+	if l.gone > len(l.order)/2 {
+		l.order = slices.DeleteFunc(l.order, func(g *runGroup) bool { return g.gone })
+		l.gone = 0
 	}
 }
 
@@ -340,6 +359,7 @@ func (l *callLog) evictLocked(c *callRecord) {
 				delete(l.runs, k)
 			}
 		}
+		l.dropLocked(g)
 	}
 }
 
@@ -442,22 +462,17 @@ type callView struct {
 // newest first, at most limit, and says whether there were more.
 func (l *callLog) views(match func(*runGroup) bool, limit int) ([]runView, bool) {
 	l.mu.Lock()
-	groups := make([]*runGroup, 0, 64)
-	seen := make(map[*runGroup]bool)
-	for _, g := range l.runs {
-		if !seen[g] {
-			seen[g] = true
+	// Newest first: l.order is in the order the runs began.
+	var groups []*runGroup
+	for i := len(l.order) - 1; i >= 0 && len(groups) <= limit; i-- {
+		if g := l.order[i]; !g.gone && (match == nil || match(g)) {
 			groups = append(groups, g)
 		}
 	}
-	slices.SortFunc(groups, func(a, b *runGroup) int { return int(b.seq - a.seq) })
 	var out []runView
 	more := false
 	var ptrs []*Delegation
 	for _, g := range groups {
-		if match != nil && !match(g) {
-			continue
-		}
 		if len(out) == limit {
 			more = true
 			break

@@ -200,7 +200,17 @@ func TestRunsBounded(t *testing.T) {
 		groups[g] = true
 	}
 	payload := l.payload
+	listed := 0
+	for _, g := range l.order {
+		if !g.gone {
+			listed++
+		}
+	}
+	listLen := len(l.order)
 	l.mu.Unlock()
+	if listed != keep || listLen > 2*keep+1 {
+		t.Errorf("the run list holds %d runs in %d entries, want %d in at most %d", listed, listLen, keep, 2*keep+1)
+	}
 	if held != keep || len(groups) != keep {
 		t.Errorf("%d calls in %d runs kept, want %d", held, len(groups), keep)
 	}
