@@ -351,6 +351,13 @@ func TestConsoleActionsGuarded(t *testing.T) {
 	if len(run.Hops) != 1 || !strings.Contains(run.Hops[0].Arguments, "[REDACTED]") {
 		t.Errorf("the call's arguments %q: want them redacted", run.Hops[0].Arguments)
 	}
+
+	// Left stopped, the agent does not hold up the studio's Close (the
+	// cleanup's).
+	if code, b := c.do("POST", "/api/agents/abacus/stop", `{}`, nil); code != http.StatusAccepted {
+		t.Fatalf("stop: %d %s", code, b)
+	}
+	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateStopped })
 }
 
 // TestConsoleMarksHeld: a call that the studio held while its agent

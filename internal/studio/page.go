@@ -153,10 +153,6 @@ type agentPage struct {
 	Runs RunList
 }
 
-// testHookPage runs before a page or its live part is rendered; the
-// browser tests hold a page's update in it.
-var testHookPage = func(path string, fragment bool) {}
-
 func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
@@ -165,7 +161,6 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.EscapedPath()
 	fragment := r.URL.Query().Get("fragment") == "1"
-	testHookPage(path, fragment)
 	var name string
 	var data any
 	var etag string
@@ -332,11 +327,7 @@ func newRunPage(url string, run Run) runPage {
 	return p
 }
 
-// testHookOverview runs before /api/overview answers.
-var testHookOverview = func() {}
-
 func (s *Studio) serveOverview(w http.ResponseWriter, r *http.Request) {
-	testHookOverview()
 	mcphttp.WriteJSON(w, http.StatusOK, s.Overview(r.Context()))
 }
 

@@ -788,7 +788,8 @@ func (s *Studio) serveRun(w http.ResponseWriter, r *http.Request, id string) {
 	mcphttp.WriteJSON(w, http.StatusOK, run)
 }
 
-// compactJSON is for the page: arguments indented for reading.
+// indentJSON indents JSON text for reading on the run page; other text is
+// returned as it is.
 func indentJSON(s string) string {
 	var buf bytes.Buffer
 	if json.Indent(&buf, []byte(s), "", "  ") != nil {
