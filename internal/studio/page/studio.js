@@ -37,23 +37,26 @@
   }
 
   // swap replaces the live part with the server's new rendering, keeping
-  // what the person opened open and flashing rows that are new.
+  // what the person opened open and flashing rows that are new (for two
+  // seconds, across the swaps that come meanwhile).
+  const flashed = new Map();
   function swap(html) {
     const doc = new DOMParser().parseFromString(html, "text/html");
+    const now = Date.now();
+    flashed.forEach(function (t, k) { if (now - t > 2000) flashed.delete(k); });
     regions.forEach(function (live) {
       const next = doc.getElementById(live.id);
       if (!next) return;
       const open = keys(live, "details[open][data-key]", "data-key");
-      const rows = keys(live, "tr[data-id]", "data-id");
-      const runs = keys(live, "tr[data-run]", "data-run");
+      const seen = new Set([...keys(live, "tr[data-id]", "data-id")].map(function (k) { return "d" + k; })
+        .concat([...keys(live, "tr[data-run]", "data-run")].map(function (k) { return "r" + k; })));
       next.querySelectorAll("details[data-key]").forEach(function (d) {
         if (open.has(d.getAttribute("data-key"))) d.open = true;
       });
-      next.querySelectorAll("tr[data-id]").forEach(function (tr) {
-        if (!rows.has(tr.getAttribute("data-id"))) tr.classList.add("new");
-      });
-      next.querySelectorAll("tr[data-run]").forEach(function (tr) {
-        if (!runs.has(tr.getAttribute("data-run"))) tr.classList.add("new");
+      next.querySelectorAll("tr[data-id], tr[data-run]").forEach(function (tr) {
+        const k = tr.hasAttribute("data-id") ? "d" + tr.getAttribute("data-id") : "r" + tr.getAttribute("data-run");
+        if (!seen.has(k) && !flashed.has(k)) flashed.set(k, now);
+        if (flashed.has(k)) tr.classList.add("new");
       });
       live.replaceChildren.apply(live, Array.from(next.childNodes));
     });
