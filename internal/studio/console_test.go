@@ -222,6 +222,8 @@ func TestConsoleAPI(t *testing.T) {
 		"/agents/abacus":                `data-tool="calculate"`,
 		"/?q=17&fragment=1":             "calculate 17 * 3",
 		"/runs/" + r.ID + "?fragment=1": "17 * 3 = 51",
+		// The page's own call has no run id: its run is known by the call.
+		"/agents/abacus?fragment=1": `<a href="/runs/call-`,
 	} {
 		code, b := c.do("GET", path, "", nil)
 		if code != http.StatusOK || !strings.Contains(string(b), want) {
