@@ -161,6 +161,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
+			Budget:         s.budget,
 			SessionIdleTTL: sessionIdleTTL,
 			Logger:         s.logger.With("agent", name),
 			// The token (if any) was checked by the studio for all of /api/.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
@@ -108,19 +107,6 @@ func newCallLog(scrub *logging.Scrubber, deleg *delegationLog) *callLog {
 // newCallLogSized is newCallLog with other bounds, for tests.
 func newCallLogSized(scrub *logging.Scrubber, deleg *delegationLog, calls, budget int) *callLog {
 	return &callLog{scrub: scrub, deleg: deleg, budget: budget, ring: make([]*callRecord, calls), runs: make(map[string]*runGroup), openRoots: make(map[*callRecord]string)}
-}
-
-// truncate cuts s to at most n bytes on a rune boundary, saying how much
-// was cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… [%d bytes more not kept]", len(s)-cut)
 }
 
 func (l *callLog) bounded(raw []byte, n int) string {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,6 +54,11 @@ type supervisorConfig struct {
 	logger       *slog.Logger
 	out          *syncWriter
 	prefixWidth  int
+
+	// agentEnv is added to one agent's environment (its key, the token);
+	// maxConcurrent is its --max-concurrent (0: none passed).
+	agentEnv      func(name string) []string
+	maxConcurrent int
 }
 
 // agentProc is one supervised agent.
@@ -175,7 +181,13 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 		"--listen", "127.0.0.1:0",
 		"--data-dir", a.dataDir,
 		"--log-format", a.cfg.logFormat)
+	if a.cfg.maxConcurrent > 0 {
+		cmd.Args = append(cmd.Args, "--max-concurrent", strconv.Itoa(a.cfg.maxConcurrent))
+	}
 	cmd.Env = append(append(os.Environ(), a.cfg.env...), EnvStudioURL+"="+a.cfg.studioURL)
+	if a.cfg.agentEnv != nil {
+		cmd.Env = append(cmd.Env, a.cfg.agentEnv(a.def.Name)...)
+	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// After the child exits, its output pipes may stay open in a grandchild
