@@ -340,10 +340,16 @@ func TestConsoleActionsGuarded(t *testing.T) {
 	// Nothing secret is rendered: not the token in a call's arguments, not
 	// a value under a credential's key, not in a log line.
 	callThroughProxy(t, s, token, "abacus", "calculate", map[string]any{"expression": "1+" + token, "api_key": "sk-live-abcdefgh"})
-	for _, path := range []string{"/api/runs", "/", "/agents/abacus", "/api/agents/abacus"} {
+	secrets := []string{token, "sk-live-abcdefgh"}
+	for k := range s.agentKeys {
+		secrets = append(secrets, k)
+	}
+	for _, path := range []string{"/api/runs", "/", "/agents/abacus", "/api/agents/abacus", "/api/overview"} {
 		code, b := c.do("GET", path, "", nil)
-		if code != http.StatusOK || strings.Contains(string(b), token) || strings.Contains(string(b), "sk-live-abcdefgh") {
-			t.Errorf("GET %s: %d; a secret is in it", path, code)
+		for _, secret := range secrets {
+			if code != http.StatusOK || strings.Contains(string(b), secret) {
+				t.Errorf("GET %s: %d; a secret is in it", path, code)
+			}
 		}
 	}
 	var list RunList

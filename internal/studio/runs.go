@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
@@ -109,6 +110,19 @@ func newCallLogSized(scrub *logging.Scrubber, deleg *delegationLog, calls, budge
 	return &callLog{scrub: scrub, deleg: deleg, budget: budget, ring: make([]*callRecord, calls), runs: make(map[string]*runGroup), openRoots: make(map[*callRecord]string)}
 }
 
+// elide cuts s to at most n bytes on a rune boundary, saying how much was
+// cut: what the page shows of a payload says that it is not all of it.
+func elide(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… [%d bytes more not kept]", len(s)-cut)
+}
+
 func (l *callLog) bounded(raw []byte, n int) string {
 	if len(raw) == 0 {
 		return ""
@@ -116,7 +130,7 @@ func (l *callLog) bounded(raw []byte, n int) string {
 	if len(raw) > maxScrubbed {
 		return fmt.Sprintf("[%d bytes: too large to keep]", len(raw))
 	}
-	return truncate(string(l.scrub.JSON(raw)), n)
+	return elide(string(l.scrub.JSON(raw)), n)
 }
 
 // start records a call as it begins; d is its delegation-log entry.
@@ -128,7 +142,7 @@ func (l *callLog) start(d *Delegation, o *observation) *callRecord {
 		}
 		if json.Unmarshal(o.args, &in) == nil {
 			c.asked = true
-			c.task = truncate(l.scrub.String(in.Task), maxAnswer)
+			c.task = elide(l.scrub.String(in.Task), maxAnswer)
 		}
 	}
 	c.payload = len(c.args) + len(c.task)
@@ -196,8 +210,8 @@ func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
 	}
 	// Redact before the lock: it is the slow part.
 	keptResult := l.bounded(result, maxPayload)
-	keptText := truncate(l.scrub.String(text), maxPayload)
-	keptAnswer := truncate(l.scrub.String(answer), maxAnswer)
+	keptText := elide(l.scrub.String(text), maxPayload)
+	keptAnswer := elide(l.scrub.String(answer), maxAnswer)
 	l.mu.Lock()
 	c.done = true
 	delete(l.openRoots, c)
@@ -366,7 +380,7 @@ func (l *callLog) trimLocked() {
 		l.payload -= c.payload
 		// Keep what identifies the run, short.
 		c.args, c.result, c.text = "", "", ""
-		c.task, c.answer = truncate(c.task, 256), truncate(c.answer, 256)
+		c.task, c.answer = elide(c.task, 256), elide(c.answer, 256)
 		c.payload = len(c.task) + len(c.answer)
 		l.payload += c.payload
 	}
@@ -540,7 +554,7 @@ func (v *runView) summary() RunSummary {
 	s := RunSummary{ID: v.id, Task: r.rec.task, Agent: r.Agent, Tool: r.Tool, Start: r.Start, Outcome: r.Outcome, Steps: r.rec.steps}
 	if s.Task == "" && !r.rec.asked {
 		// Not an ask: the tool and its arguments say what was asked.
-		s.Task = truncate(r.Tool+" "+r.rec.args, 200)
+		s.Task = elide(r.Tool+" "+r.rec.args, 200)
 	}
 	s.Badge, s.Tone = badge(r.Delegation, &r.rec)
 	end := r.Start

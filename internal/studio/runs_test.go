@@ -237,13 +237,13 @@ func TestRunsBounded(t *testing.T) {
 	}
 }
 
-func TestTruncateKeepsRunes(t *testing.T) {
+func TestElideKeepsRunes(t *testing.T) {
 	s := strings.Repeat("é", 10) // 2 bytes each
-	got := truncate(s, 5)
+	got := elide(s, 5)
 	if !strings.HasPrefix(got, "éé…") || !strings.Contains(got, "16 bytes more") {
-		t.Errorf("truncate: %q", got)
+		t.Errorf("elide: %q", got)
 	}
-	if truncate("short", 10) != "short" {
+	if elide("short", 10) != "short" {
 		t.Error("a short string changed")
 	}
 }

@@ -239,7 +239,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
 	s.delegations = newDelegationLog()
-	s.console = newConsole(o, s.delegations)
+	s.console = newConsole(o, s.delegations, keys)
 	s.metrics = newStudioMetrics(s)
 	cfg := &supervisorConfig{
 		exe:          o.Executable,

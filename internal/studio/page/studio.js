@@ -62,6 +62,24 @@
     });
   }
 
+  // A swap between a button's press and its release would replace the
+  // element being clicked, and the click would be lost: while the pointer
+  // is down, an update waits, and is applied after the click.
+  let pressing = false;
+  let held = null;
+  document.addEventListener("pointerdown", function () { pressing = true; }, true);
+  document.addEventListener("pointerup", function () {
+    pressing = false;
+    setTimeout(function () {
+      if (!pressing && held != null) { const h = held; held = null; apply(h); }
+    }, 0);
+  }, true);
+
+  function apply(html) {
+    swap(html);
+    if (body.dataset.page === "agent") charts();
+  }
+
   function fragmentURL() {
     const q = new URLSearchParams(location.search);
     q.set("fragment", "1");
@@ -81,8 +99,8 @@
       })
       .then(function (html) {
         if (html != null) {
-          swap(html);
-          if (body.dataset.page === "agent") charts();
+          if (pressing) held = html;
+          else apply(html);
         }
         polls++;
         body.dataset.polls = String(polls);
