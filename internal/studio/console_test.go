@@ -439,6 +439,9 @@ func TestPagesShowTruthfulBadges(t *testing.T) {
 	f.end(retry, time.Millisecond, "", "", textResult("1"))
 	empty := f.begin("abacus", "ask", "", 0, "", map[string]string{"task": "nothing at all"})
 	f.end(empty, time.Millisecond, "", "R-EMPTY", askResult("", "R-EMPTY"))
+	// A call whose chain names oracle, without oracle's key.
+	claimed := f.begin("abacus", "calculate", "oracle", 1, "R-CLAIM", map[string]string{"expression": "2"})
+	f.end(claimed, time.Millisecond, "", "", textResult("2"))
 
 	_, page := c.do("GET", "/", "", nil)
 	for _, want := range []string{
@@ -446,6 +449,7 @@ func TestPagesShowTruthfulBadges(t *testing.T) {
 		`<span class="badge tone-recovered" title="">recovered</span>`,
 		`<span class="badge tone-empty">did nothing</span>`,
 		`1 recovered`,
+		`<td>oracle <span class="mark" title="only the call's delegation chain says so: the call did not carry that agent's key">claimed</span></td>`,
 	} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("the fleet page lacks %s", want)
