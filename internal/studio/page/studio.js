@@ -147,14 +147,16 @@
   if (body.dataset.page === "agent" && agent) {
     const api = "/api/agents/" + encodeURIComponent(agent);
     const result = document.getElementById("action-result");
-    document.querySelectorAll("button[data-action]").forEach(function (b) {
-      b.addEventListener("click", function () {
-        const action = b.dataset.action;
-        result.textContent = action + "…";
-        post(api + "/" + action, { reason: action + " from the agent page" })
-          .then(function () { result.textContent = action + " asked"; refreshNow(); })
-          .catch(function (e) { result.textContent = e.message; });
-      });
+    // The buttons are part of the live region (their state follows the
+    // agent's), so one listener serves whichever are there.
+    document.addEventListener("click", function (e) {
+      const b = e.target.closest("button[data-action]");
+      if (!b || b.disabled) return;
+      const action = b.dataset.action;
+      result.textContent = action + "…";
+      post(api + "/" + action, { reason: action + " from the agent page" })
+        .then(function () { result.textContent = action + " asked at " + when(new Date()); refreshNow(); })
+        .catch(function (err) { result.textContent = err.message; });
     });
     fetch(api, { cache: "no-store" }).then(function (r) { return r.json(); }).then(function (d) {
       (d.tool_schemas || []).forEach(function (t) {
