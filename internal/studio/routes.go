@@ -27,6 +27,8 @@ import (
 //	GET  /api/overview            what the page shows: agents, pools, recent delegations
 //	GET  /api/delegations         the most recent tools/calls through the proxy
 //	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
+//	     /runs/..., /agents/<name>, /api/runs..., /api/agents/<name>[/action]
+//	                              the console's pages and API (console.go)
 //
 // Everything but /healthz passes the same gate: Host and Origin (DNS
 // rebinding), then the bearer token when the studio has one. The page is

@@ -3,8 +3,11 @@
 // /api/agents/<name>/mcp to each agent's MCP server (proxy.go, routes.go),
 // lists the agents and their tools at /api/agents (agents.go), and restarts
 // an agent that crashes (supervisor.go). What passes through the proxy is
-// observed (observe.go) for the fleet's /metrics (metrics.go) and the
-// recent delegations (delegations.go) that the page at / shows (page.go).
+// observed (observe.go) for the fleet's /metrics (metrics.go), the
+// recent delegations (delegations.go), and the console (console.go): runs
+// with their hops (runs.go), agent pages with their actions (agentpage.go,
+// supervisor_control.go) and charts (timeseries.go), which the pages at /
+// show (page.go).
 package studio
 
 import (
@@ -238,7 +241,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
 	s.delegations = newDelegationLog()
-	s.console = newConsole(o, s.delegations)
+	s.console = newConsole(o, s.delegations, keys)
 	s.metrics = newStudioMetrics(s)
 	cfg := &supervisorConfig{
 		exe:          o.Executable,
