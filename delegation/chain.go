@@ -97,6 +97,11 @@ func FromMeta(meta map[string]any) (c Chain, ok bool, err error) {
 	if !ok {
 		return Chain{}, false, nil
 	}
+	if v == nil {
+		// null: a chain with nothing on it yet, as a JSON decoder of a
+		// Chain reads it.
+		return Chain{}, true, nil
+	}
 	obj, isObj := v.(map[string]any)
 	if !isObj {
 		return Chain{}, true, fmt.Errorf("%w: _meta %q must be an object, got %s", ErrMalformed, MetaKey, jsonKind(v))

@@ -162,6 +162,7 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		// closed already; close it anyway, so the table and go-sdk never
 		// disagree about what is open.
 		OnSessionExpired: s.closeSession,
+		RefuseCall:       refuseUnreadableChain(def.Name),
 		Budget:           s.budget,
 		Logger:           logger,
 	})

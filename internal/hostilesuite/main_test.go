@@ -1,0 +1,74 @@
+package hostilesuite
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+)
+
+var (
+	full      = flag.Bool("hostile.full", os.Getenv("SWITCHBOARD_HOSTILE") == "full", "run the full profile (the figures in docs/SECURITY.md); default: the short CI profile")
+	tableFile = flag.String("hostile.table", "", "write the rows here as JSON (see cmd/hostiletable)")
+)
+
+// switchboardBin is the real binary, built once: the suite runs `switchboard
+// up`, which runs the agents as children of it.
+var switchboardBin string
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(envProber); url != "" {
+		os.Exit(runProber(url))
+	}
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "hostilesuite-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if switchboardBin, err = mcphttptest.BuildSwitchboard(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		if code == 0 && *tableFile != "" {
+			if err := writeTable(*tableFile); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}
+	}))
+}
+
+var (
+	rowsMu sync.Mutex
+	rows   []Row
+)
+
+func record(r Row) {
+	rowsMu.Lock()
+	rows = append(rows, r)
+	rowsMu.Unlock()
+}
+
+func writeTable(path string) error {
+	rowsMu.Lock()
+	data, err := json.MarshalIndent(struct {
+		Profile string `json:"profile"`
+		Rows    []Row  `json:"rows"`
+	}{profile().name, rows}, "", "  ")
+	rowsMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Clean(path), data, 0o644)
+}
