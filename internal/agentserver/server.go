@@ -233,5 +233,10 @@ func prepareDataDir(dir, name string) (string, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return "", fmt.Errorf("agent %s: creating the data directory: %w", name, err)
 	}
+	// Whatever mode a directory that already existed had: it holds what
+	// the agent was asked to keep.
+	if err := os.Chmod(abs, 0o700); err != nil {
+		return "", fmt.Errorf("agent %s: data directory %s: %w", name, abs, err)
+	}
 	return abs, nil
 }
