@@ -53,6 +53,12 @@ type Definition struct {
 	// MaxDepth bounds the delegation chain this agent accepts (default
 	// delegation.DefaultMaxDepth).
 	MaxDepth int
+	// MaxCallsPerStep and MaxCallsPerTurn bound the delegations one model
+	// step, and one whole turn, may make (defaults DefaultMaxCallsPerStep
+	// and DefaultMaxCallsPerTurn): a model, or a task written to make it,
+	// must not fan out into thousands of calls.
+	MaxCallsPerStep int
+	MaxCallsPerTurn int
 	// AllowStdio permits starting stdio servers declared in tools/mcp.json.
 	AllowStdio bool
 	// MCP is tools/mcp.json; an agent without one has an empty Config.
@@ -75,6 +81,11 @@ const (
 	DefaultMaxSteps = 10
 	MaxMaxSteps     = 100
 	MaxMaxDepth     = delegation.MaxChainDepth
+	// A step of a careful plan calls a handful of tools; a turn, a few
+	// dozen.
+	DefaultMaxCallsPerStep = 16
+	DefaultMaxCallsPerTurn = 64
+	MaxMaxCalls            = 1000
 )
 
 // File names inside an agent's folder.
@@ -88,7 +99,7 @@ const (
 var agentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 var (
-	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "allow_stdio"}
+	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "max_calls_per_step", "max_calls_per_turn", "allow_stdio"}
 	modelFields = []string{"base_url", "name", "api_key_env"}
 )
 
@@ -182,7 +193,8 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 		return nil, err
 	}
 
-	d := &Definition{MaxSteps: DefaultMaxSteps, MaxDepth: delegation.DefaultMaxDepth}
+	d := &Definition{MaxSteps: DefaultMaxSteps, MaxDepth: delegation.DefaultMaxDepth,
+		MaxCallsPerStep: DefaultMaxCallsPerStep, MaxCallsPerTurn: DefaultMaxCallsPerTurn}
 	has := make(map[string]bool)
 	for _, m := range ms {
 		has[m.Key] = true
@@ -202,6 +214,10 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 			d.MaxSteps, err = p.int(m.Key, m.Raw, 1, MaxMaxSteps)
 		case "max_depth":
 			d.MaxDepth, err = p.int(m.Key, m.Raw, 1, MaxMaxDepth)
+		case "max_calls_per_step":
+			d.MaxCallsPerStep, err = p.int(m.Key, m.Raw, 1, MaxMaxCalls)
+		case "max_calls_per_turn":
+			d.MaxCallsPerTurn, err = p.int(m.Key, m.Raw, 1, MaxMaxCalls)
 		case "allow_stdio":
 			d.AllowStdio, err = p.bool(m.Key, m.Raw)
 		default:
