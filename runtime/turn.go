@@ -19,6 +19,7 @@ import (
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // Result is what a turn produced.
@@ -94,7 +95,10 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 				return res, ctx.Err()
 			}
 			name, where := a.Model()
-			return res, fmt.Errorf("%w: model %q at %s, step %d: %w", ErrModel, name, where, res.Steps, err)
+			// The endpoint's error body may echo the key it was sent
+			// ("Incorrect API key provided: sk-..."); the error goes into a
+			// tool result and logs, so it is scrubbed like a log line.
+			return res, fmt.Errorf("%w: model %q at %s, step %d: %w", ErrModel, name, where, res.Steps, logging.RedactError(err, a.model.apiKey))
 		}
 		if len(resp.Choices) == 0 {
 			return res, fmt.Errorf("%w: step %d: the response has no choices", ErrModel, res.Steps)

@@ -280,7 +280,8 @@ func TestModelErrorKeepsTheKeySecret(t *testing.T) {
 		gotAuth = r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
-		w.Write([]byte(`{"error":{"message":"invalid api key","type":"invalid_request_error"}}`))
+		// Real endpoints echo what they were sent.
+		w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + r.Header.Get("Authorization") + `","type":"invalid_request_error"}}`))
 	}))
 	t.Cleanup(ts.Close)
 	def := oracle(ts.URL + "/v1")
