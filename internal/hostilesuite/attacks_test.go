@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -33,15 +34,18 @@ type profileCounts struct {
 	bigRounds     int // rounds of 64 concurrent 4 MiB bodies
 	sessionFlood  int // initializes at the agent directly
 	studioSession int // initializes through the studio
+	floodWorkers  int // concurrent initializes of a session flood
+	fanOuts       int // asks with a task that plans thousands of calls
+	echoAsks      int // asks answered by a model that echoes the key
 }
 
 func profile() profileCounts {
 	if *full {
 		return profileCounts{name: "full", baseline: 600, minLegit: 600, rounds: 6, labelCalls: 400, labelBytes: 1 << 20, liveNames: 2000,
-			chainCalls: 60, trickleConns: 1000, bigRounds: 4, sessionFlood: 3000, studioSession: 3000}
+			chainCalls: 60, trickleConns: 1000, bigRounds: 4, sessionFlood: 3000, studioSession: 3000, floodWorkers: 4, fanOuts: 4, echoAsks: 100}
 	}
-	return profileCounts{name: "short (CI)", baseline: 150, minLegit: 150, rounds: 3, labelCalls: 40, labelBytes: 256 << 10, liveNames: 200,
-		chainCalls: 8, trickleConns: 150, bigRounds: 1, sessionFlood: 1100, studioSession: 1100}
+	return profileCounts{name: "short (CI)", baseline: 100, minLegit: 100, rounds: 2, labelCalls: 40, labelBytes: 256 << 10, liveNames: 200,
+		chainCalls: 8, trickleConns: 150, bigRounds: 1, sessionFlood: 600, studioSession: 600, floodWorkers: 2, fanOuts: 1, echoAsks: 20}
 }
 
 // outcome tallies what the attacker got back, by status and a short reason.
@@ -167,6 +171,9 @@ type attack struct {
 	once  bool
 	run   func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int
 	check func(t *testing.T, ctx context.Context, f *fleet)
+	// env, when set, is added to the fleet's environment (a fake model
+	// endpoint, say); it may start what it needs, closed at cleanup.
+	env func(t *testing.T) []string
 }
 
 func TestHostile(t *testing.T) {
@@ -174,6 +181,13 @@ func TestHostile(t *testing.T) {
 	for _, a := range attacks(p) {
 		t.Run(a.name, func(t *testing.T) {
 			row := runAttack(t, p, a)
+			if v := row.Violations(); len(v) > 0 && row.onlyLatency() {
+				// Latency on a shared machine is the one noisy figure: a
+				// ceiling crossed once is measured again, on a fresh fleet,
+				// and fails only if it is crossed again.
+				t.Logf("measuring again: %v", v)
+				row = runAttack(t, p, a)
+			}
 			for _, v := range row.Violations() {
 				t.Errorf("ceiling crossed: %s", v)
 			}
@@ -186,7 +200,11 @@ func TestHostile(t *testing.T) {
 }
 
 func runAttack(t *testing.T, p profileCounts, a attack) Row {
-	f := startFleet(t, a.agent)
+	var env []string
+	if a.env != nil {
+		env = a.env(t)
+	}
+	f := startFleet(t, a.agent, env...)
 	ctx := t.Context()
 	pr := startProber(t, f.agentURL())
 	pr.waitCalls(t, time.Time{}, 20) // warm-up
@@ -203,18 +221,18 @@ func runAttack(t *testing.T, p profileCounts, a attack) Row {
 	}
 	s := startSampler(studio, agent)
 	var base, during []time.Duration
-	var legitCPU, attackCPU time.Duration
+	var legitCPU, duringCPU time.Duration
 	var o outcome
 	for range rounds {
 		b0, c0 := time.Now(), cpu(studio)+cpu(agent)
 		pr.waitCalls(t, b0, p.baseline/rounds)
 		b1, c1 := time.Now(), cpu(studio)+cpu(agent)
+		legitCPU += c1 - c0
 		lat, failed := pr.window(b0, b1)
 		if failed > 0 {
 			t.Fatalf("baseline: %d legitimate calls failed: %s", failed, pr.errors())
 		}
 		base = append(base, lat...)
-		legitCPU += c1 - c0
 
 		// Repeat the attack until the legitimate caller has made enough
 		// calls under it (bounded in rounds and time).
@@ -225,7 +243,7 @@ func runAttack(t *testing.T, p profileCounts, a attack) Row {
 			}
 		}
 		a1 := time.Now()
-		attackCPU += cpu(studio) + cpu(agent) - c1
+		duringCPU += cpu(studio) + cpu(agent) - c1
 		// Once a call has started after the attack, every call that
 		// started during it has been reported.
 		pr.waitCalls(t, a1, 1)
@@ -234,11 +252,25 @@ func runAttack(t *testing.T, p profileCounts, a attack) Row {
 		row.LegitCalls += len(lat) + failed
 		row.LegitFailed += failed
 	}
+	if a.once {
+		// An attack that lasts by itself (seconds): its CPU is that of
+		// its window, less the legitimate calls' at their baseline rate.
+		row.CPU = duringCPU - legitCPU/time.Duration(max(1, len(base)))*time.Duration(len(during))
+		row.CPURequests = row.Requests
+	} else {
+		// One more round of the attack alone, the legitimate caller
+		// paused, so that nothing needs subtracting.
+		pr.pause(t)
+		c0 := cpu(studio) + cpu(agent)
+		alone := a.run(t, ctx, f, &o)
+		row.CPU = cpu(studio) + cpu(agent) - c0
+		row.CPURequests = alone
+		row.Requests += alone
+		pr.resume()
+	}
 	peaks, fdPeaks := s.finish()
-	perLegit := legitCPU / time.Duration(max(1, len(base)))
 	row.StudioPeakMB, row.AgentPeakMB = peaks[0], peaks[1]
 	row.StudioFDs, row.AgentFDs = fdPeaks[0], fdPeaks[1]
-	row.CPU = attackCPU - perLegit*time.Duration(len(during))
 	row.BaseP50, row.BaseP99 = percentile(base, 0.5), percentile(base, 0.99)
 	row.LegitP50, row.LegitP99 = percentile(during, 0.5), percentile(during, 0.99)
 	row.AttackerGot = o.String()
@@ -344,17 +376,42 @@ func attacks(p profileCounts) []attack {
 			},
 		},
 		{
+			name:  fmt.Sprintf("ask with a %d kB task of calculate clauses (fan-out)", len(fanOutTask)>>10),
+			agent: "abacus",
+			once:  true,
+			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
+				return fanOut(t, ctx, f, p.fanOuts, o)
+			},
+		},
+		{
+			name:  "ask while the model endpoint echoes the key in its error",
+			agent: "abacus",
+			env:   echoingModel,
+			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
+				c := f.client(f.url + "/api/agents/oracle/mcp")
+				sid, err := c.Open(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				parallel(p.echoAsks, 2, func(i int) {
+					body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": map[string]any{"name": "ask", "arguments": map[string]any{"task": "what is 2+2"}}})
+					post(ctx, c.HTTP, c.URL, sid, body, o)
+				})
+				return p.echoAsks
+			},
+		},
+		{
 			name:  "initialize flood at the agent's own listener",
 			agent: "abacus",
 			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
-				return sessionFlood(t, ctx, f, f.direct, p.sessionFlood, o)
+				return sessionFlood(t, ctx, f, f.direct, p.sessionFlood, p.floodWorkers, o)
 			},
 		},
 		{
 			name:  "initialize flood through the studio",
 			agent: "abacus",
 			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
-				return sessionFlood(t, ctx, f, f.agentURL(), p.studioSession, o)
+				return sessionFlood(t, ctx, f, f.agentURL(), p.studioSession, p.floodWorkers, o)
 			},
 		},
 	}
@@ -445,11 +502,11 @@ func trickle(t *testing.T, ctx context.Context, f *fleet, n int, o *outcome) int
 }
 
 // sessionFlood sends n initializes to u, then DELETEs every session it got.
-func sessionFlood(t *testing.T, ctx context.Context, f *fleet, u string, n int, o *outcome) int {
+func sessionFlood(t *testing.T, ctx context.Context, f *fleet, u string, n, workers int, o *outcome) int {
 	c := f.client(u)
 	var mu sync.Mutex
 	var ids []string
-	parallel(n, 8, func(i int) {
+	parallel(n, workers, func(i int) {
 		r, err := c.Initialize(ctx, "")
 		if err != nil {
 			o.add("connection error", nil)
@@ -464,7 +521,7 @@ func sessionFlood(t *testing.T, ctx context.Context, f *fleet, u string, n int, 
 	})
 	// What the attacker opened it can close, and that gives the room back.
 	var deleted atomic.Int64
-	parallel(len(ids), 8, func(i int) {
+	parallel(len(ids), workers, func(i int) {
 		if r, err := c.Delete(ctx, ids[i]); err == nil && r.Status/100 == 2 {
 			deleted.Add(1)
 		}
@@ -486,4 +543,71 @@ func sessionFlood(t *testing.T, ctx context.Context, f *fleet, u string, n int, 
 		time.Sleep(50 * time.Millisecond)
 	}
 	return n + len(ids)
+}
+
+// fanOutTask asks for about 2,000 calculations in one task.
+var fanOutTask = strings.Repeat("calculate 12*(3+4) and ", 1800)
+
+// fanOut sends n asks of fanOutTask to oracle and checks, from the studio's
+// record of delegations, that each made no more than the turn's cap. It
+// returns the requests the fleet served: the asks and their delegations.
+func fanOut(t *testing.T, ctx context.Context, f *fleet, n int, o *outcome) int {
+	c := f.client(f.url + "/api/agents/oracle/mcp")
+	sid, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	for i := range n {
+		r, err := c.Call(ctx, sid, i+1, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{"task": fanOutTask}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.add(fmt.Sprintf("%d %s", r.Status, summary(r.Body)), r.Body)
+		served++
+	}
+	// What oracle itself counted (its own /metrics, through the studio's).
+	body, _, _ := f.get(ctx, "/metrics")
+	made := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "switchboard_delegations_total{") && strings.Contains(line, `process="oracle"`) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			made += int(v)
+		}
+	}
+	if made == 0 || made > 64*n {
+		t.Errorf("%d asks made %d delegations, want 1 to %d (max_calls_per_turn)", n, made, 64*n)
+	}
+	// The studio saw those hops and knows they came from oracle itself
+	// (it presented its key), not only from what the chain claims.
+	body, _, _ = f.get(ctx, "/api/delegations?limit=200")
+	var recs []struct {
+		Agent      string `json:"agent"`
+		From       string `json:"from"`
+		FromSource string `json:"from_source"`
+	}
+	json.Unmarshal(body, &recs)
+	for _, d := range recs {
+		if d.From != "" && (d.From != "oracle" || d.FromSource != "agent") {
+			t.Errorf("a delegation shows from %q (%s), want oracle (agent)", d.From, d.FromSource)
+		}
+	}
+	o.add(fmt.Sprintf("%d delegations in all", made), nil)
+	served += made
+	return served
+}
+
+// echoingModel starts a model endpoint that answers every request 401 with
+// the Authorization header it got in the message, as real endpoints do
+// ("Incorrect API key provided: ..."), and points the fleet at it.
+func echoingModel(t *testing.T) []string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		msg, _ := json.Marshal("Incorrect API key provided: " + r.Header.Get("Authorization") + " (key " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + ")")
+		fmt.Fprintf(w, `{"error":{"message":%s,"type":"invalid_request_error","code":"invalid_api_key"}}`, msg)
+	}))
+	t.Cleanup(srv.Close)
+	return []string{"OPENAI_BASE_URL=" + srv.URL + "/v1", "OPENAI_MODEL=gpt-test"}
 }

@@ -35,9 +35,21 @@ func runProber(url string) int {
 		fmt.Fprintln(os.Stderr, "prober:", err)
 		return 1
 	}
+	// stdin: "p" pauses (the call in flight finishes, then "paused" is
+	// printed), "r" resumes; EOF stops.
 	stop := make(chan struct{})
+	var paused sync.Mutex // held while paused
 	go func() {
-		io.Copy(io.Discard, os.Stdin)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			switch sc.Text() {
+			case "p":
+				paused.Lock()
+				fmt.Println("paused")
+			case "r":
+				paused.Unlock()
+			}
+		}
 		close(stop)
 	}()
 	out := bufio.NewWriter(os.Stdout)
@@ -48,6 +60,8 @@ func runProber(url string) int {
 			return 0
 		default:
 		}
+		paused.Lock()
+		paused.Unlock()
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		r, err := c.Call(cctx, sid, id, "tools/call", map[string]any{"name": "calculate", "arguments": map[string]any{"expression": "6*7"}})
@@ -74,9 +88,10 @@ type sample struct {
 }
 
 type prober struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan struct{}
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	done   chan struct{}
+	paused chan struct{} // a "paused" line was read
 
 	mu      sync.Mutex
 	samples []sample
@@ -85,7 +100,7 @@ type prober struct {
 
 func startProber(t *testing.T, url string) *prober {
 	t.Helper()
-	p := &prober{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan struct{})}
+	p := &prober{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan struct{}), paused: make(chan struct{}, 1)}
 	p.cmd.Env = append(os.Environ(), envProber+"="+url)
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.stderr}
 	stdout, err := p.cmd.StdoutPipe()
@@ -102,6 +117,10 @@ func startProber(t *testing.T, url string) *prober {
 		defer close(p.done)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if sc.Text() == "paused" {
+				p.paused <- struct{}{}
+				continue
+			}
 			var ns, took int64
 			var ok int
 			if _, err := fmt.Sscan(sc.Text(), &ns, &took, &ok); err == nil {
@@ -125,6 +144,22 @@ func (p *prober) stop() {
 		<-p.done
 	}
 }
+
+// pause stops the prober's calls, and returns once the one in flight has
+// ended; resume starts them again.
+func (p *prober) pause(t *testing.T) {
+	t.Helper()
+	io.WriteString(p.stdin, "p\n")
+	select {
+	case <-p.paused:
+	case <-p.done:
+		t.Fatalf("the prober exited: %s", p.errors())
+	case <-time.After(60 * time.Second):
+		t.Fatal("the prober did not pause within 60 s")
+	}
+}
+
+func (p *prober) resume() { io.WriteString(p.stdin, "r\n") }
 
 // count is how many calls have started since from.
 func (p *prober) count(from time.Time) int {

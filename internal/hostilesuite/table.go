@@ -50,9 +50,11 @@ type Row struct {
 	StudioPeakMB float64 `json:"studio_peak_mb"`
 	AgentIdleMB  float64 `json:"agent_idle_mb"`
 	AgentPeakMB  float64 `json:"agent_peak_mb"`
-	// CPU is the studio's and the agent's CPU time during the attack, less
-	// what the legitimate calls made meanwhile cost at their baseline rate.
-	CPU time.Duration `json:"cpu"`
+	// CPU is the studio's and the agent's CPU time over CPURequests hostile
+	// requests made with the legitimate caller paused (one more round of
+	// the attack, alone).
+	CPU         time.Duration `json:"cpu"`
+	CPURequests int           `json:"cpu_requests"`
 	// FDs is the most descriptors the studio and the agent held at once
 	// (studio+agent), and FDsIdle before the attack.
 	StudioFDs     int `json:"studio_fds"`
@@ -72,10 +74,10 @@ type Row struct {
 
 // CPUPerHostile is the CPU one hostile request cost.
 func (r *Row) CPUPerHostile() time.Duration {
-	if r.Requests == 0 {
+	if r.CPURequests == 0 {
 		return 0
 	}
-	return max(0, r.CPU) / time.Duration(r.Requests)
+	return max(0, r.CPU) / time.Duration(r.CPURequests)
 }
 
 // Violations lists the ceilings r crosses, empty when none.
@@ -101,6 +103,15 @@ func (r *Row) Violations() []string {
 		v = append(v, fmt.Sprintf("%d planted secrets in the output", r.Secrets))
 	}
 	return v
+}
+
+// onlyLatency reports whether the latency ceiling is the only one r
+// crosses (the legitimate calls all succeeded).
+func (r *Row) onlyLatency() bool {
+	saved := r.LegitP99
+	r.LegitP99 = 0
+	defer func() { r.LegitP99 = saved }()
+	return len(r.Violations()) == 0
 }
 
 // WriteMarkdown writes rows as the table of docs/SECURITY.md.
