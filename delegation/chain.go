@@ -175,6 +175,22 @@ func FromMetaJSON(raw json.RawMessage) (Chain, error) {
 	return c, err
 }
 
+// RefuseUnreadable is the refusal of a tools/call to agent whose chain
+// member (raw, as it came) cannot be read, or "" when it can (or there is
+// none): the text an agent returns as the call's tool error. A server
+// runs it on the raw body before decoding it, so a forged chain of a
+// million names costs a length comparison; cycles and depth are checked
+// later, on the decoded chain, by Enter.
+func RefuseUnreadable(agent, tool string, raw json.RawMessage) string {
+	if raw == nil {
+		return ""
+	}
+	if _, err := FromMetaJSON(raw); err != nil {
+		return fmt.Sprintf("agent %s refused the call to %s: the delegation chain cannot be read: %v", agent, truncate(tool, 128), err)
+	}
+	return ""
+}
+
 func jsonKind(v any) string {
 	switch v.(type) {
 	case nil:

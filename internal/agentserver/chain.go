@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -76,24 +75,12 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middle
 }
 
 // refuseUnreadableChain is the chain check's first half, run by the
-// middleware on the raw _meta before go-sdk decodes the body: a chain text
-// longer than any readable chain is refused at the cost of a length
-// comparison, instead of after go-sdk has built a tree of its entries.
-// Cycles and depth are checked in chainMiddleware, on the decoded chain.
+// middleware on the raw _meta before go-sdk decodes the body (see
+// delegation.RefuseUnreadable); cycles and depth are checked in
+// chainMiddleware, on the decoded chain.
 func refuseUnreadableChain(agent string) func(*mcphttp.Message) string {
 	return func(m *mcphttp.Message) string {
-		raw, ok := m.Meta[delegation.MetaKey]
-		if !ok {
-			return ""
-		}
-		if _, err := delegation.FromMetaJSON(raw); err != nil {
-			tool := m.Tool
-			if len(tool) > maxShownTool {
-				tool = tool[:maxShownTool] + "…"
-			}
-			return fmt.Sprintf("agent %s refused the call to %s: the delegation chain cannot be read: %v", agent, tool, err)
-		}
-		return ""
+		return delegation.RefuseUnreadable(agent, m.Tool, m.Meta[delegation.MetaKey])
 	}
 }
 

@@ -299,7 +299,8 @@ func attacks(p profileCounts) []attack {
 			agent: "abacus",
 			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
 				hc := f.client("").HTTP
-				parallel(p.labelCalls, 2, func(i int) {
+				parallel(p.labelCalls, 2, func(int) {
+					i := nameSeq.Add(1)
 					name := fmt.Sprintf("hostile-name-%d-", i) + strings.Repeat("x", p.labelBytes)
 					body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": map[string]any{"name": name, "arguments": map[string]any{}}})
 					post(ctx, hc, f.agentURL(), "bogus-session-"+fmt.Sprint(i), body, o)
@@ -317,7 +318,8 @@ func attacks(p profileCounts) []attack {
 				if err != nil {
 					t.Fatal(err)
 				}
-				parallel(p.liveNames, 2, func(i int) {
+				parallel(p.liveNames, 2, func(int) {
+					i := nameSeq.Add(1)
 					body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": map[string]any{"name": fmt.Sprintf("hostile-name-%d-%s", i, strings.Repeat("y", 1024)), "arguments": map[string]any{}}})
 					post(ctx, c.HTTP, f.agentURL(), sid, body, o)
 				})
@@ -378,7 +380,6 @@ func attacks(p profileCounts) []attack {
 		{
 			name:  fmt.Sprintf("ask with a %d kB task of calculate clauses (fan-out)", len(fanOutTask)>>10),
 			agent: "abacus",
-			once:  true,
 			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
 				return fanOut(t, ctx, f, p.fanOuts, o)
 			},
@@ -416,6 +417,10 @@ func attacks(p profileCounts) []attack {
 		},
 	}
 }
+
+// nameSeq numbers the attacker's invented tool names, so that every one is
+// distinct across rounds too.
+var nameSeq atomic.Int64
 
 // parallel runs fn(0..n-1) on workers goroutines.
 func parallel(n, workers int, fn func(i int)) {
@@ -557,6 +562,7 @@ func fanOut(t *testing.T, ctx context.Context, f *fleet, n int, o *outcome) int 
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := oracleDelegations(ctx, f)
 	served := 0
 	for i := range n {
 		r, err := c.Call(ctx, sid, i+1, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{"task": fanOutTask}})
@@ -566,22 +572,13 @@ func fanOut(t *testing.T, ctx context.Context, f *fleet, n int, o *outcome) int 
 		o.add(fmt.Sprintf("%d %s", r.Status, summary(r.Body)), r.Body)
 		served++
 	}
-	// What oracle itself counted (its own /metrics, through the studio's).
-	body, _, _ := f.get(ctx, "/metrics")
-	made := 0
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "switchboard_delegations_total{") && strings.Contains(line, `process="oracle"`) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			made += int(v)
-		}
-	}
+	made := oracleDelegations(ctx, f) - before
 	if made == 0 || made > 64*n {
 		t.Errorf("%d asks made %d delegations, want 1 to %d (max_calls_per_turn)", n, made, 64*n)
 	}
 	// The studio saw those hops and knows they came from oracle itself
 	// (it presented its key), not only from what the chain claims.
-	body, _, _ = f.get(ctx, "/api/delegations?limit=200")
+	body, _, _ := f.get(ctx, "/api/delegations?limit=200")
 	var recs []struct {
 		Agent      string `json:"agent"`
 		From       string `json:"from"`
@@ -596,6 +593,21 @@ func fanOut(t *testing.T, ctx context.Context, f *fleet, n int, o *outcome) int 
 	o.add(fmt.Sprintf("%d delegations in all", made), nil)
 	served += made
 	return served
+}
+
+// oracleDelegations is what oracle itself counted of its delegations (its
+// own /metrics, through the studio's).
+func oracleDelegations(ctx context.Context, f *fleet) int {
+	body, _, _ := f.get(ctx, "/metrics")
+	made := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "switchboard_delegations_total{") && strings.Contains(line, `process="oracle"`) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			made += int(v)
+		}
+	}
+	return made
 }
 
 // echoingModel starts a model endpoint that answers every request 401 with
