@@ -37,7 +37,7 @@ func WithChain(ctx context.Context, c delegation.Chain) context.Context {
 // NewRunID returns a fresh, unguessable run id for a chain that starts here.
 func NewRunID() string { return rand.Text() }
 
-func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middleware {
+func chainMiddleware(agent string, maxDepth int, logger *slog.Logger, self *selfSession) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method != "tools/call" {
@@ -59,6 +59,11 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middle
 				}
 				logger.Warn("refusing a call with a malformed delegation chain", "tool", tool, "chain", string(raw), "err", err)
 				return toolError("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, tool, raw, err), nil
+			}
+			if found && self.is(req) {
+				// The agent's own turn calling its native tools (native.go):
+				// the chain already holds this agent.
+				return next(WithChain(withRun(ctx, chain.RunID), chain), method, req)
 			}
 			if !found {
 				chain = delegation.Chain{RunID: NewRunID()}

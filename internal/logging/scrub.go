@@ -1,73 +1,77 @@
 package logging
 
 import (
-	"os"
-	"regexp"
+	"bytes"
+	"encoding/json"
 	"strings"
 )
 
-// The same redaction as the log lines', for text that leaves the process by
-// another way: an error in a tool result, a line on stderr that becomes an
-// agent's last_error, a model endpoint's error body. By value (the secrets
-// of the environment, and any the caller knows, such as the API key it
-// sent), and by key (what follows a credential's name in a URL query or an
-// Authorization-like phrase, and the shape of an OpenAI key), since an error
-// body may echo a credential the process never held as a variable.
-
-var keyedSecrets = []*regexp.Regexp{
-	// ?key=..., &api_key=..., ;token=... in a URL.
-	regexp.MustCompile(`(?i)([?&;](?:[a-z0-9_.-]*?(?:key|token|secret|password|passwd|auth|signature|sig))=)[^&;#\s"'<>]+`),
-	// "Bearer <token>", "Basic <credentials>", in headers or echoed text.
-	regexp.MustCompile(`(?i)\b((?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]{6,}`),
-	// user:password@ in a URL.
-	regexp.MustCompile(`(://[^/\s:@"']*:)[^@\s/"']+@`),
-	// OpenAI-style keys, wherever they appear.
-	regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{8,}`),
+// Scrubber applies the log lines' redaction rules to text and JSON that is
+// shown rather than logged (the studio page shows tool arguments, results
+// and agents' log lines): a value under a credential's key is replaced, and
+// so is any occurrence of a secret value in any string.
+type Scrubber struct {
+	secrets []string
 }
 
-// Scrub returns s with every secret value and every keyed credential
-// replaced by Redacted. secrets are added to the environment's.
-func Scrub(s string, secrets ...string) string {
-	for _, sec := range append(SecretsFromEnv(os.Environ()), secrets...) {
-		if len(sec) >= minSecretLen {
-			s = strings.ReplaceAll(s, sec, Redacted)
+// NewScrubber returns a Scrubber for the given secret values; values shorter
+// than the minimum the loggers use are ignored for the same reason.
+func NewScrubber(secrets []string) *Scrubber {
+	var keep []string
+	for _, s := range secrets {
+		if len(s) >= minSecretLen {
+			keep = append(keep, s)
 		}
 	}
-	for i, re := range keyedSecrets {
-		switch i {
-		case 2:
-			s = re.ReplaceAllStringFunc(s, func(m string) string {
-				if strings.HasSuffix(m, ":xxxxx@") {
-					return m // url.URL.Redacted has been there already
-				}
-				return re.ReplaceAllString(m, "${1}"+Redacted+"@")
-			})
-		case 3:
-			s = re.ReplaceAllString(s, Redacted)
-		default:
-			s = re.ReplaceAllString(s, "${1}"+Redacted)
+	return &Scrubber{secrets: keep}
+}
+
+// String replaces every secret value in s.
+func (sc *Scrubber) String(s string) string {
+	for _, sec := range sc.secrets {
+		if strings.Contains(s, sec) {
+			s = strings.ReplaceAll(s, sec, Redacted)
 		}
 	}
 	return s
 }
 
-// RedactError returns err with its message scrubbed; errors.Is and
-// errors.As still see err and everything it wraps. nil stays nil.
-func RedactError(err error, secrets ...string) error {
-	if err == nil {
-		return nil
+// JSON returns raw with credentials redacted: the value of any object
+// member whose key names a credential, and secret values inside any string
+// (keys included). Text that is not JSON is scrubbed as a string.
+func (sc *Scrubber) JSON(raw []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // keep numbers as they were written
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return []byte(sc.String(string(raw)))
 	}
-	msg := Scrub(err.Error(), secrets...)
-	if msg == err.Error() {
-		return err
+	out, err := json.Marshal(sc.value(v))
+	if err != nil {
+		return []byte(sc.String(string(raw)))
 	}
-	return &redactedError{err: err, msg: msg}
+	return out
 }
 
-type redactedError struct {
-	err error
-	msg string
+func (sc *Scrubber) value(v any) any {
+	switch t := v.(type) {
+	case string:
+		return sc.String(t)
+	case []any:
+		for i := range t {
+			t[i] = sc.value(t[i])
+		}
+		return t
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			if isSecretKey(k) {
+				out[sc.String(k)] = Redacted
+				continue
+			}
+			out[sc.String(k)] = sc.value(val)
+		}
+		return out
+	}
+	return v
 }
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }

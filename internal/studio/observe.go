@@ -53,6 +53,14 @@ type observation struct {
 	fromSeen    bool   // from is the agent whose key the request carried, not only the chain's claim
 	traceparent string
 	argsDigest  string
+	args        json.RawMessage // the call's arguments, for the run page
+	depth       int             // agents on the chain before the callee
+
+	// Set by the route (runs_hooks.go): how long the studio held the
+	// request for a (re)starting agent, and whether it re-sent it to the
+	// agent's new process.
+	held     time.Duration
+	replayed bool
 
 	// kind is the error kind, "" when the request succeeded.
 	kind    string
@@ -113,8 +121,10 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 		}
 	}
 	var rec *Delegation
+	var call *callRecord
 	if o.method == "tools/call" {
 		rec = s.delegations.start(o)
+		call = s.calls.start(rec, o)
 	}
 	// A call is recorded when its answer is known: at the end of a JSON
 	// body, or, in an SSE stream, as soon as the response passes, before
@@ -128,10 +138,12 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 		s.metrics.observe(r.Context(), o)
 		if rec != nil {
 			s.delegations.finish(rec, o)
+			s.calls.finish(call, o, sn.result)
 		}
+		s.series.observe(o)
 	}
 	sn.answered = func() { once.Do(record) }
-	next(sn, r)
+	next(sn, withObservation(r, o))
 	once.Do(record)
 }
 
@@ -158,8 +170,10 @@ func (o *observation) readRequest(msg *mcphttp.Message) {
 			if n := len(c.Agents); n > 0 {
 				o.from = c.Agents[n-1]
 			}
+			o.depth = len(c.Agents)
 		}
 	}
+	o.args = msg.Arguments
 	sum := sha256.Sum256(msg.Arguments)
 	o.argsDigest = hex.EncodeToString(sum[:8])
 }
@@ -192,6 +206,7 @@ type sniffer struct {
 	found    bool   // the response to the request was seen
 	answered func() // called when the response is seen in an SSE stream, before it is passed on
 	runID    string
+	result   json.RawMessage // the JSON-RPC result, for the run page
 	rpcErr   *rpcErrorBody
 	isError  bool
 	errorMsg string
@@ -307,6 +322,12 @@ func (sn *sniffer) message(b []byte) {
 	sn.found = true
 	sn.rpcErr = m.Error
 	if m.Result != nil {
+		var raw struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(b, &raw) == nil {
+			sn.result = raw.Result
+		}
 		sn.isError = m.Result.IsError
 		if m.Result.Structured != nil {
 			sn.runID = m.Result.Structured.RunID

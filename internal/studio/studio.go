@@ -156,6 +156,7 @@ type Studio struct {
 	budget      *mcphttp.Budget       // the whole process's: connections, body bytes, body time
 	tools       map[string]*toolNames // by agent; fixed after Start (labels.go)
 	agentKeys   map[string]string     // agent name by its key; fixed after Start
+	console                           // runs, charts, log tails (console.go)
 
 	stop    context.CancelFunc // stops the supervisors
 	wg      sync.WaitGroup     // supervisors and the server
@@ -235,6 +236,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
 	s.delegations = newDelegationLog()
+	s.console = newConsole(o, s.delegations)
 	s.metrics = newStudioMetrics(s)
 	cfg := &supervisorConfig{
 		exe:          o.Executable,
@@ -247,7 +249,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		maxBackoff:   o.MaxBackoff,
 		healthyAfter: o.HealthyAfter,
 		logger:       o.Logger,
-		out:          &syncWriter{w: o.AgentOutput},
+		out:          &syncWriter{w: o.AgentOutput, tap: s.logs.add},
 		agentEnv: func(name string) []string {
 			env := []string{EnvAgentKey + "=" + keys[name]}
 			if o.Token != "" {
@@ -274,6 +276,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		s.names = append(s.names, d.Name)
 	}
 	slices.Sort(s.names)
+	s.series = newSeriesLog(s.names)
 	if len(defs) == 0 {
 		o.Logger.Warn("no agents found", "dir", filepath.Join(o.Dir, "agents"))
 	}

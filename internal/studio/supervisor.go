@@ -71,6 +71,8 @@ type agentProc struct {
 	firstDone chan struct{} // closed once the first start has succeeded or failed
 	firstOnce sync.Once
 
+	ctl agentControl // restarts and stops asked for from the page (supervisor_control.go)
+
 	mu        sync.Mutex    // protects following fields
 	changed   chan struct{} // closed and replaced on every state change; see awaitRunning
 	state     State
@@ -98,10 +100,14 @@ func (a *agentProc) run(ctx context.Context) {
 		a.markFirst()
 	}()
 	failures := 0
-	for {
-		ranFor, err := a.runOnce(ctx)
+	for ctx.Err() == nil {
+		ranFor, err := a.runOnce(a.ctl.begin(ctx))
 		if ctx.Err() != nil {
 			return
+		}
+		if a.controlled(ctx) {
+			failures = 0
+			continue
 		}
 		if ranFor >= a.cfg.healthyAfter {
 			failures = 0
@@ -124,6 +130,7 @@ func (a *agentProc) run(ctx context.Context) {
 		lastErr := a.lastErr
 		a.mu.Unlock()
 		a.markFirst()
+		a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr, NextStart: time.Now().Add(delay)})
 		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
 
 		t := time.NewTimer(delay)
