@@ -1,6 +1,7 @@
 package delegation
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,7 +187,13 @@ func RefuseUnreadable(agent, tool string, raw json.RawMessage) string {
 		return ""
 	}
 	if _, err := FromMetaJSON(raw); err != nil {
-		return fmt.Sprintf("agent %s refused the call to %s: the delegation chain cannot be read: %v", agent, truncate(tool, 128), err)
+		// A glimpse of the chain, never all of it: it is the client's.
+		var shown bytes.Buffer
+		if json.Compact(&shown, raw[:min(len(raw), MaxChainBytes)]) != nil {
+			shown.Reset()
+			shown.Write(raw[:min(len(raw), MaxChainBytes)])
+		}
+		return fmt.Sprintf("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, truncate(tool, 128), truncate(shown.String(), 256), err)
 	}
 	return ""
 }
