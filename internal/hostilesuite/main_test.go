@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 var (
@@ -28,18 +28,15 @@ func TestMain(m *testing.M) {
 		os.Exit(runProber(url))
 	}
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "hostilesuite-")
-	if err != nil {
+	// Unraced even under -race: the suite's ceilings are on the processes
+	// it starts, and a race-checked process costs several times the memory
+	// and CPU (the suite itself, the attacker, is still race-checked).
+	var err error
+	if switchboardBin, err = testbin.SwitchboardUnraced(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if switchboardBin, err = mcphttptest.BuildSwitchboard(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
 		if code == 0 && *tableFile != "" {
 			if err := writeTable(*tableFile); err != nil {
 				fmt.Fprintln(os.Stderr, err)
