@@ -154,7 +154,11 @@ func summary(data []byte) string {
 		if i := strings.Index(text, "refused the call"); i >= 0 {
 			text = "refused: " + strings.TrimSpace(text[strings.LastIndex(text, ":")+1:])
 		}
-		return "tool error \"" + gist(text) + "\""
+		note := ""
+		if strings.Contains(text, "[REDACTED]") {
+			note = " (the key shown as [REDACTED])"
+		}
+		return "tool error \"" + gist(text) + "\"" + note
 	case m.Result != nil:
 		return "result"
 	}
@@ -591,7 +595,7 @@ func fanOut(t *testing.T, ctx context.Context, f *fleet, n int, o *outcome) int 
 			t.Errorf("a delegation shows from %q (%s), want oracle (agent)", d.From, d.FromSource)
 		}
 	}
-	o.add(fmt.Sprintf("%d delegations in all", made), nil)
+	o.add(fmt.Sprintf("%d asks made %d delegations", n, made), nil)
 	served += made
 	return served
 }

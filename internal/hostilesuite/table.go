@@ -121,9 +121,19 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "| %s | %d | %.0f → %.0f MB | %.0f → %.0f MB | %s | %d → %d, %d → %d | %s / %s | %s / %s | %d | %s |\n",
 			cell(r.Attack), r.Requests, r.StudioIdleMB, r.StudioPeakMB, r.AgentIdleMB, r.AgentPeakMB,
-			dur(r.CPUPerHostile()), r.StudioFDsIdle, r.StudioFDs, r.AgentFDsIdle, r.AgentFDs,
+			cpuCell(r), r.StudioFDsIdle, r.StudioFDs, r.AgentFDsIdle, r.AgentFDs,
 			dur(r.BaseP50), dur(r.BaseP99), dur(r.LegitP50), dur(r.LegitP99), r.Secrets, cell(r.AttackerGot))
 	}
+}
+
+// cpuCell renders the CPU per hostile request; an attack whose CPU is
+// measured alongside the legitimate calls (one that lasts by itself, the
+// trickle) can come out below their share, which is noise, not a figure.
+func cpuCell(r Row) string {
+	if r.CPU <= 0 {
+		return "≈ 0 (below the noise)"
+	}
+	return dur(r.CPUPerHostile())
 }
 
 func dur(d time.Duration) string {

@@ -12,12 +12,16 @@
 //   - Bodies are bounded (413), read once against the process's Budget
 //     (503 past it, see budget.go and body.go), and must arrive within the
 //     Budget's body deadline.
-//   - Sessions are capped without eviction: past MaxSessions, an initialize
-//     gets 503 and every live session keeps working (sessions.go).
+//   - Sessions are capped without eviction, and their creation is bounded in
+//     rate: past either, an initialize gets 503 and every live session keeps
+//     working (sessions.go). A large body on a session the middleware cannot
+//     vouch for is refused (404) without being read.
+//   - A tools/call can be refused on its parsed message before the body
+//     reaches the server behind (Options.RefuseCall: an unreadable chain).
 //   - A session id is bound to the credential (Authorization header) that
 //     created it; another credential presenting it gets 404, as if the session
 //     did not exist. So does an id this middleware never saw created, or has
-//     forgotten (DELETE, an upstream 404, the cap): nothing it forwards runs
+//     forgotten (DELETE, an upstream 404, idle past the TTL): nothing it forwards runs
 //     on a session it cannot vouch for, and a 404 is the spec's signal to
 //     re-initialize.
 //   - An optional bearer token (401).
