@@ -44,8 +44,8 @@ func profile() profileCounts {
 		return profileCounts{name: "full", baseline: 600, minLegit: 600, rounds: 6, labelCalls: 400, labelBytes: 1 << 20, liveNames: 2000,
 			chainCalls: 60, trickleConns: 1000, bigRounds: 4, sessionFlood: 3000, studioSession: 3000, floodWorkers: 4, fanOuts: 4, echoAsks: 100}
 	}
-	return profileCounts{name: "short (CI)", baseline: 80, minLegit: 80, rounds: 2, labelCalls: 40, labelBytes: 256 << 10, liveNames: 200,
-		chainCalls: 8, trickleConns: 150, bigRounds: 1, sessionFlood: 400, studioSession: 400, floodWorkers: 2, fanOuts: 1, echoAsks: 20}
+	return profileCounts{name: "short (CI)", baseline: 60, minLegit: 60, rounds: 2, labelCalls: 30, labelBytes: 256 << 10, liveNames: 120,
+		chainCalls: 8, trickleConns: 150, bigRounds: 1, sessionFlood: 300, studioSession: 300, floodWorkers: 2, fanOuts: 1, echoAsks: 12}
 }
 
 // outcome tallies what the attacker got back, by status and a short reason.
