@@ -106,7 +106,10 @@ var (
 // Load reads the agent in dir: dir/agent.json and, if present,
 // dir/tools/mcp.json. Errors in agent.json are [*Error]s; errors in
 // tools/mcp.json are [*mcpconfig.ConfigError]s. Both name the file.
-func Load(dir string) (*Definition, error) {
+func Load(dir string) (*Definition, error) { return LoadWith(dir, os.LookupEnv) }
+
+// LoadWith is Load with tools/mcp.json's variables looked up by lookup.
+func LoadWith(dir string, lookup func(string) (string, bool)) (*Definition, error) {
 	path := filepath.Join(dir, DefinitionFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -127,7 +130,7 @@ func Load(dir string) (*Definition, error) {
 	d.Dir = dir
 
 	mcpPath := filepath.Join(dir, filepath.FromSlash(MCPFile))
-	d.MCP, err = mcpconfig.Load(mcpPath)
+	d.MCP, err = mcpconfig.LoadWith(mcpPath, lookup)
 	if errors.Is(err, fs.ErrNotExist) {
 		d.MCP, err = &mcpconfig.Config{Path: mcpPath}, nil
 	}
@@ -140,7 +143,10 @@ func Load(dir string) (*Definition, error) {
 // LoadAll loads every agents/<name>/ under agentsDir that has an agent.json,
 // sorted by name. Other folders (Go packages, for example) are skipped. The
 // first agent that fails to load fails LoadAll; its error names the file.
-func LoadAll(agentsDir string) ([]*Definition, error) {
+func LoadAll(agentsDir string) ([]*Definition, error) { return LoadAllWith(agentsDir, os.LookupEnv) }
+
+// LoadAllWith is LoadAll with tools/mcp.json's variables looked up by lookup.
+func LoadAllWith(agentsDir string, lookup func(string) (string, bool)) ([]*Definition, error) {
 	entries, err := os.ReadDir(agentsDir) // sorted by file name, which is the agent name
 	if err != nil {
 		return nil, err
@@ -155,7 +161,7 @@ func LoadAll(agentsDir string) ([]*Definition, error) {
 		if _, err := os.Stat(filepath.Join(dir, DefinitionFile)); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		d, err := Load(dir)
+		d, err := LoadWith(dir, lookup)
 		if err != nil {
 			return nil, err
 		}
