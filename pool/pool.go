@@ -98,6 +98,8 @@ type Pool struct {
 	keys      map[key]*keyState   // what outlives one session of a key; bounded, see keyStateLocked
 	sems      map[key]*semaphore  // per-key concurrency caps, while anyone uses them
 	cleanerOn bool                // the idle cleaner runs
+	closeQ    []closeJob          // sessions waiting to be closed, see closeEntry
+	closers   int                 // goroutines working closeQ, at most maxClosers
 	closeNow  chan struct{}       // closed by Close; stops the cleaner
 	counters  counters            // for Stats
 }
@@ -564,11 +566,21 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	now := time.Now()
 	e.created, e.lastUsed = now, now
 	p.entries[k] = e
-	p.bg.Add(1) // the watcher
+	// A session ends on its own only through a stream it holds open (the
+	// standalone GET stream) or a process that exits; an HTTP session
+	// without the stream fails only as the result of a request, which do
+	// sees (a later request then fails locally, without a POST, and is
+	// retried on a new session). Only those need a goroutine waiting.
+	watched := !e.http || p.opts.Notifications
+	if watched {
+		p.bg.Add(1) // the watcher
+	}
 	p.startCleanerLocked()
 	p.mu.Unlock()
 
-	go p.watch(e)
+	if watched {
+		go p.watch(e)
+	}
 	p.log.DebugContext(ctx, "session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
 	endSpan(span, nil)
 	dc.e = e
@@ -580,12 +592,17 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e := &entry{key: k, srv: *srv, gen: gen, http: srv.URL != ""}
 	e.abortCtx, e.abort = context.WithCancel(context.Background())
 	e.onExpiry = func() { p.invalidate(e, reasonExpired) }
-	client := mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() },
+	copts := &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			p.progress.route(e, req)
 		},
-	})
+	}
+	if p.opts.Notifications || !e.http {
+		// With a handler, go-sdk also opens subscriptions/listen (a
+		// resident stream) on a 2026-07-28 server that lists changes.
+		copts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() }
+	}
+	client := mcp.NewClient(p.opts.ClientInfo, copts)
 	var t mcp.Transport
 	if e.http {
 		t = &mcp.StreamableClientTransport{
@@ -615,7 +632,7 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 // watch invalidates e when its session ends on its own (the GET stream saw a
-// 404, a keepalive failed, a stdio server exited), so that the next caller
+// 404, a stdio server exited), so that the next caller
 // gets a new session instead of a dead one.
 func (p *Pool) watch(e *entry) {
 	defer p.bg.Done()
@@ -676,39 +693,78 @@ func (p *Pool) invalidate(e *entry, reason string) {
 	}
 }
 
-// closeEntry closes e's session in a goroutine, bounded by CloseTimeout: a
+// maxClosers bounds the sessions the pool closes at once. Closing 10,000
+// sessions (Close, or an idle sweep) must not fire 10,000 DELETEs at once on
+// new connections: they ran into the server's close deadline and the
+// process's descriptor limit, and the server kept sessions it was never told
+// about. Closes queue, and at most maxClosers goroutines work the queue.
+const maxClosers = 32
+
+type closeJob struct {
+	e      *entry
+	reason string
+}
+
+// closeEntry queues e's session to be closed, bounded by CloseTimeout: a
 // close sends DELETE, which against a server that just went away can take a
-// whole connection timeout. The goroutine releases the entry's count on
-// p.bg. The caller must not hold p.mu, and e must be stateClosed.
+// whole connection timeout. The close releases the entry's count on p.bg.
+// The caller must not hold p.mu, and e must be stateClosed.
 func (p *Pool) closeEntry(e *entry, reason string) {
-	go func() {
-		defer p.bg.Done()
+	p.mu.Lock()
+	p.closeQ = append(p.closeQ, closeJob{e, reason})
+	if p.closers < maxClosers {
+		// The entry's own count on p.bg is held, so Add is safe here.
+		p.closers++
+		p.bg.Add(1)
+		go p.closer()
+	}
+	p.mu.Unlock()
+}
+
+// closer closes queued sessions until the queue is empty.
+func (p *Pool) closer() {
+	defer p.bg.Done()
+	for {
 		p.mu.Lock()
-		testHookClose(e.inUse)
-		notices := e.notices
-		e.notices = nil
-		p.mu.Unlock()
-		p.awaitNotices(notices)
-		done := make(chan struct{})
-		go func() {
-			e.cs.Close()
-			close(done)
-		}()
-		timer := time.NewTimer(p.opts.CloseTimeout)
-		select {
-		case <-done:
-			timer.Stop()
-		case <-timer.C:
-			p.log.Warn("session close timed out; aborting its requests", "server", e.srv.Name, "timeout", p.opts.CloseTimeout)
-			e.abort()
-			<-done
+		if len(p.closeQ) == 0 {
+			p.closeQ = nil
+			p.closers--
+			p.mu.Unlock()
+			return
 		}
-		e.abort()
-		p.mu.Lock()
-		delete(p.draining, e)
-		p.counters.closes[reason]++
+		j := p.closeQ[0]
+		p.closeQ[0] = closeJob{}
+		p.closeQ = p.closeQ[1:]
+		testHookClose(j.e.inUse)
+		notices := j.e.notices
+		j.e.notices = nil
 		p.mu.Unlock()
+		p.closeSession(j.e, j.reason, notices)
+	}
+}
+
+func (p *Pool) closeSession(e *entry, reason string, notices []*probe) {
+	defer p.bg.Done()
+	p.awaitNotices(notices)
+	done := make(chan struct{})
+	go func() {
+		e.cs.Close()
+		close(done)
 	}()
+	timer := time.NewTimer(p.opts.CloseTimeout)
+	select {
+	case <-done:
+		timer.Stop()
+	case <-timer.C:
+		p.log.Warn("session close timed out; aborting its requests", "server", e.srv.Name, "timeout", p.opts.CloseTimeout)
+		e.abort()
+		<-done
+	}
+	e.abort()
+	p.mu.Lock()
+	delete(p.draining, e)
+	p.counters.closes[reason]++
+	p.mu.Unlock()
 }
 
 // noticeGrace bounds how long a close waits for cancel notices to be
@@ -786,6 +842,9 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	}
 	p.abort()
 	p.mu.Lock()
+	for _, j := range p.closeQ {
+		j.e.abort() // a queued DELETE fails at once instead of waiting out CloseTimeout
+	}
 	var stuck []*entry
 	for e := range p.draining {
 		if e.state == stateDraining && !e.forced {

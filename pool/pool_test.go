@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -21,12 +23,38 @@ func TestMain(m *testing.M) {
 		serveStdio()
 		return
 	}
+	if os.Getenv(httpServerEnv) != "" {
+		serveHTTP()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
 // stdioServerEnv makes the test binary a stdio MCP server, so the pool's
 // stdio path runs against a real child process.
 const stdioServerEnv = "SWITCHBOARD_POOL_TEST_STDIO_SERVER"
+
+// httpServerEnv makes the test binary a Streamable HTTP MCP server on a
+// loopback port, which it prints on stdout ("LISTENING host:port"), until
+// its stdin closes: a server in its own process, so that what a test
+// measures in its own process is the client's cost alone.
+const httpServerEnv = "SWITCHBOARD_POOL_TEST_HTTP_SERVER"
+
+func serveHTTP() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "http-test"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("LISTENING %s\n", ln.Addr())
+	go http.Serve(ln, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
 
 func serveStdio() {
 	s := mcp.NewServer(&mcp.Implementation{Name: "stdio-test"}, nil)
