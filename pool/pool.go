@@ -59,8 +59,14 @@ type Options struct {
 	// server forgot is found on its next request (404, retried). Progress
 	// needs no stream: it comes on the call's own response.
 	Notifications bool
-	// MaxConcurrentPerServer caps the requests in flight per pool key;
-	// waiting callers honour their contexts. Zero means no cap.
+	// MaxConcurrentPerKey caps the requests in flight per pool key (one
+	// server as seen by one identity: two identities on one server have a
+	// cap each); waiting callers honour their contexts. Zero means no cap.
+	MaxConcurrentPerKey int
+	// MaxConcurrentPerServer is the old name of MaxConcurrentPerKey, used
+	// when that is zero.
+	//
+	// Deprecated: it always applied per key; set MaxConcurrentPerKey.
 	MaxConcurrentPerServer int
 	// TracerProvider makes the spans of requests, dials and
 	// re-initializations (trace.go); default the global provider,
@@ -135,6 +141,9 @@ func New(opts *Options) *Pool {
 	}
 	if o.ToolsTTL == 0 {
 		o.ToolsTTL = time.Minute
+	}
+	if o.MaxConcurrentPerKey == 0 {
+		o.MaxConcurrentPerKey = o.MaxConcurrentPerServer
 	}
 	if o.ClientInfo == nil {
 		o.ClientInfo = &mcp.Implementation{Name: "switchboard-pool", Version: "0.1.0"}
@@ -364,9 +373,9 @@ type semaphore struct {
 	users int // callers holding or waiting for a slot; guarded by Pool.mu
 }
 
-// admit applies Options.MaxConcurrentPerServer.
+// admit applies Options.MaxConcurrentPerKey.
 func (p *Pool) admit(ctx context.Context, k key) (release func(), err error) {
-	n := p.opts.MaxConcurrentPerServer
+	n := p.opts.MaxConcurrentPerKey
 	if n <= 0 {
 		return func() {}, nil
 	}
@@ -926,7 +935,7 @@ type Stats struct {
 	Retries           int64 `json:"retries"`           // requests sent again on a new session
 	Invalidations     int64 `json:"invalidations"`     // sessions dropped as unusable
 	Closes            int64 `json:"closes"`            // sessions closed
-	WaitCount         int64 `json:"wait_count"`        // requests that waited for MaxConcurrentPerServer
+	WaitCount         int64 `json:"wait_count"`        // requests that waited for MaxConcurrentPerKey
 
 	InvalidationsByReason map[string]int64 `json:"invalidations_by_reason"`
 	ClosesByReason        map[string]int64 `json:"closes_by_reason"`
