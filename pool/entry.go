@@ -25,6 +25,7 @@ type entry struct {
 	gen  uint64 // dial generation for key, from 1
 	http bool   // Streamable HTTP, so probes are authoritative
 	cs   *mcp.ClientSession
+	proc *stdioProcess // a stdio server's process; nil over HTTP
 
 	dialing atomic.Bool // set until Connect returns; see errStaleInitialize
 

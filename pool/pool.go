@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -296,6 +294,13 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			markRetry(ctx, err)
 			p.log.DebugContext(ctx, "retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
 			continue
+		}
+		if e.proc != nil && ctx.Err() == nil && v.kind != KindRPC {
+			// Over stdio a failure the server did not answer is its
+			// process ending (stdout closed): say how it ended.
+			if xe := e.proc.exitError(exitGrace); xe != nil {
+				err = fmt.Errorf("%w (%w)", err, xe)
+			}
 		}
 		pe := &Error{Kind: v.kind, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		if own := pr.ownError(); own != nil && v.kind == KindTransport {
@@ -620,18 +625,27 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 			DisableStandaloneSSE: !p.opts.Notifications,
 		}
 	} else {
-		cmd := exec.Command(srv.Command, srv.Args...)
-		cmd.Env = os.Environ()
-		for _, k := range sortedKeys(srv.Env) {
-			cmd.Env = append(cmd.Env, k+"="+srv.Env[k])
+		sp, err := startStdio(srv, p.log)
+		if err != nil {
+			e.abort()
+			return nil, err
 		}
-		t = &mcp.CommandTransport{Command: cmd}
+		e.proc = sp
+		t = &mcp.IOTransport{Reader: sp, Writer: sp}
 	}
 	e.dialing.Store(true)
 	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	e.dialing.Store(false)
 	if err != nil {
 		e.abort()
+		if e.proc != nil {
+			// go-sdk closed the connection, so the process is ending (or
+			// had ended, which is what failed the dial).
+			e.proc.Close()
+			if xe := e.proc.exitError(0); xe != nil {
+				err = fmt.Errorf("%w (%w)", err, xe)
+			}
+		}
 		return nil, err
 	}
 	e.cs = cs

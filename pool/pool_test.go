@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,9 +58,25 @@ func serveHTTP() {
 }
 
 func serveStdio() {
+	if os.Getenv(stdioServerEnv) == "fail-start" {
+		fmt.Fprintln(os.Stderr, "cannot open /etc/server.conf: permission denied")
+		os.Exit(2)
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "stdio-test"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text + " pid " + fmt.Sprint(os.Getpid())}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "env"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(os.Environ(), "\n")}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "stderr"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintf(os.Stderr, "%s\n%s\n", in.Text, strings.Repeat("y", 5000))
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "exit"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stderr, "fatal: disk full")
+		os.Exit(3)
+		return nil, nil, nil
 	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -77,7 +94,7 @@ func TestStdioServer(t *testing.T) {
 		t.Fatalf("want two calls on one child process, got %q and %q", first, second)
 	}
 	tools, err := p.ListTools(context.Background(), srv)
-	if err != nil || len(tools) != 1 {
+	if err != nil || len(tools) == 0 || !slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t.Name == "echo" }) {
 		t.Fatalf("ListTools: %v %v", tools, err)
 	}
 	if st := p.Stats(); st.Dials != 1 || st.Open != 1 {
