@@ -45,7 +45,8 @@ type entry struct {
 	created     time.Time
 	lastUsed    time.Time
 	closeReason string
-	forced      bool // Shutdown is closing it under its calls (Pool.forceClose)
+	forced      bool     // Shutdown is closing it under its calls (Pool.forceClose)
+	attempts    *attempt // the attempts using it, a list through attempt.next
 
 	toolsMu  sync.Mutex // protects the three fields below
 	tools    []*mcp.Tool
@@ -91,7 +92,7 @@ func (e *entry) clearTools() {
 func (e *entry) addNoticeLocked(pr *probe) {
 	e.notices = slices.DeleteFunc(e.notices, func(p *probe) bool {
 		select {
-		case <-p.noticeSent:
+		case <-p.notice():
 			return true
 		default:
 			return false

@@ -93,6 +93,7 @@ type Pool struct {
 	abort context.CancelFunc
 
 	progress progressRoutes
+	memo     keyMemo
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
@@ -236,7 +237,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 	if srv == nil || (srv.URL == "" && srv.Command == "") {
 		return &Error{Kind: KindTransport, Method: method, Tool: tool, Err: errors.New("server has neither url nor command")}
 	}
-	k := srv.key()
+	k := p.memo.key(srv)
 	release, err := p.admit(ctx, k)
 	if err != nil {
 		return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Err: err}
@@ -246,7 +247,8 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 	retried := false
 	info := callInfoFrom(ctx)
 	for n := 0; ; n++ {
-		e, err := p.acquire(ctx, srv, k)
+		a := newAttempt(ctx)
+		e, err := p.acquire(ctx, srv, k, a)
 		if err != nil {
 			var pe *Error
 			if errors.As(err, &pe) {
@@ -256,22 +258,23 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 					pe.Kind = KindSessionExpired
 					pe.Err = fmt.Errorf("re-initializing the session failed: %w", pe.Err)
 				}
+				a.unref()
 				return pe
 			}
+			a.unref()
 			return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		}
 		if info != nil {
 			info.Attempts, info.Retried = n+1, retried
 		}
-		a := attempt{base: ctx}
-		err = op(&a, e)
+		err = op(a, e)
 		if err == nil {
-			p.release(e)
+			p.release(e, a)
 			return nil
 		}
 		pr := a.pr
 		if pr == nil {
-			pr = newProbe() // op failed before its first request: no POST
+			pr = newProbe(ctx) // op failed before its first request: no POST
 		}
 		ev := pr.evidence(e.http)
 		v := classify(err, ev, ctx.Err())
@@ -285,7 +288,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 		if v.invalidate != "" {
 			p.invalidate(e, v.invalidate)
 		}
-		p.release(e)
+		p.release(e, a)
 		if v.retry && n < maxRetries {
 			p.mu.Lock()
 			p.counters.retries++
@@ -300,6 +303,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			// process ending (stdout closed): say how it ended.
 			if xe := e.proc.exitError(exitGrace); xe != nil {
 				err = fmt.Errorf("%w (%w)", err, xe)
+				p.invalidate(e, reasonDied)
 			}
 		}
 		pe := &Error{Kind: v.kind, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
@@ -318,16 +322,50 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 // An attempt is one try of a pool operation on one session. Each request
 // the operation sends (a call, one page of a list) takes a probe of its own
 // with request; the evidence of a failure is the probe of the request that
-// failed, the last one taken.
+// failed, the last one taken. The first probe lives in the attempt, so a
+// one-request operation allocates one attempt for its evidence.
+//
+// The attempt's context is the caller's, cancelled also when Shutdown gives
+// up on the calls in flight (forceClose): go-sdk sends a call's POST inside
+// the call, so only cancelling its context can end a call whose server never
+// answers. That spares the RoundTripper a context, a hook and a body wrapper
+// per request. The context is cancelled for good once the attempt is
+// released and every response body it was handed is closed (go-sdk drains a
+// stream after the answer it waited for; cancelling before would cost the
+// connection).
 type attempt struct {
-	base context.Context
-	pr   *probe
+	ctx    context.Context
+	cancel context.CancelFunc
+	refs   atomic.Int32 // 1 for the operation, plus each open response body
+	first  probe
+	pr     *probe
+	next   *attempt // in entry.attempts while the attempt uses the entry; guarded by Pool.mu
+}
+
+func newAttempt(ctx context.Context) *attempt {
+	a := &attempt{}
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	a.refs.Store(1)
+	return a
 }
 
 // request returns the context for the attempt's next request.
 func (a *attempt) request() context.Context {
-	a.pr = newProbe()
-	return withProbe(a.base, a.pr)
+	if a.pr == nil {
+		a.first.Context, a.first.attempt = a.ctx, a
+		a.pr = &a.first
+	} else {
+		a.pr = newProbe(a.ctx)
+		a.pr.attempt = a
+	}
+	return a.pr
+}
+
+// unref drops one reference; the last one cancels the attempt's context.
+func (a *attempt) unref() {
+	if a.refs.Add(-1) == 0 {
+		a.cancel()
+	}
 }
 
 // A keyState is what the pool remembers about a key across its sessions:
@@ -435,15 +473,25 @@ type dialCall struct {
 
 // acquire returns a live entry for k with its use count taken, dialing one if
 // there is none. Concurrent callers share one dial.
-func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) {
+func (p *Pool) acquire(ctx context.Context, srv *Server, k key, a *attempt) (*entry, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: ErrClosed}
 	}
+	if e := p.entries[k]; e != nil && e.proc != nil && e.proc.hasExited() {
+		// A stdio server that exited: its watcher has not replaced it yet.
+		// A call sent on it could not run; dial a new one instead.
+		p.mu.Unlock()
+		p.invalidate(e, reasonDied)
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: ErrClosed}
+		}
+	}
 	if e := p.entries[k]; e != nil {
-		e.inUse++
-		e.lastUsed = time.Now()
+		e.takeLocked(a)
 		p.mu.Unlock()
 		return e, nil
 	}
@@ -465,8 +513,7 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) 
 		if e.state != stateLive {
 			return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: errors.New("session ended right after it was established")}
 		}
-		e.inUse++
-		e.lastUsed = time.Now()
+		e.takeLocked(a)
 		return e, nil
 	case <-ctx.Done():
 		return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: fmt.Errorf("waiting for the session to be established: %w", ctx.Err())}
@@ -663,10 +710,25 @@ func (p *Pool) watch(e *entry) {
 	p.invalidate(e, reasonDied)
 }
 
-// release returns e after use. Releasing more often than acquiring panics,
-// as database/sql does for a connection returned twice.
-func (p *Pool) release(e *entry) {
+// takeLocked counts a use of e by attempt a. p.mu must be held.
+func (e *entry) takeLocked(a *attempt) {
+	e.inUse++
+	e.lastUsed = time.Now()
+	a.next, e.attempts = e.attempts, a
+}
+
+// release returns e after use by attempt a. Releasing more often than
+// acquiring panics, as database/sql does for a connection returned twice.
+func (p *Pool) release(e *entry, a *attempt) {
 	p.mu.Lock()
+	for pa := &e.attempts; *pa != nil; pa = &(*pa).next {
+		if *pa == a {
+			*pa = a.next
+			break
+		}
+	}
+	a.next = nil
+	a.unref()
 	e.inUse--
 	if e.inUse < 0 {
 		p.mu.Unlock()
@@ -806,7 +868,7 @@ func (p *Pool) awaitNotices(notices []*probe) {
 	defer t.Stop()
 	for _, n := range notices {
 		select {
-		case <-n.noticeSent:
+		case <-n.notice():
 		case <-t.C:
 			return
 		}
@@ -871,6 +933,9 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	var stuck []*entry
 	for e := range p.draining {
 		if e.state == stateDraining && !e.forced {
+			for a := e.attempts; a != nil; a = a.next {
+				a.cancel() // ends the calls' requests; see attempt
+			}
 			// The count on p.bg is taken under the lock while the entry
 			// still holds its own, so the group never reaches zero between.
 			e.forced = true
@@ -886,9 +951,9 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// forceClose aborts every request of e and closes its session under the
-// calls still running on it, for a Shutdown whose context ended: their
-// results are lost. The entry's own close follows when they release it. It
+// forceClose aborts e's requests and closes its session under the calls
+// still running on it (their attempts' contexts were cancelled), for a
+// Shutdown whose context ended: their results are lost. The entry's own close follows when they release it. It
 // runs in a goroutine holding a count on p.bg.
 func (p *Pool) forceClose(e *entry) {
 	defer p.bg.Done()

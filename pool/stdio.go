@@ -124,7 +124,21 @@ func (sp *stdioProcess) Close() error {
 	return nil
 }
 
+func (sp *stdioProcess) hasExited() bool {
+	select {
+	case <-sp.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 func (sp *stdioProcess) waitFor(d time.Duration) bool {
+	select {
+	case <-sp.exited:
+		return true
+	default:
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
