@@ -67,6 +67,7 @@ type verdict struct {
 //	no POST, session already dead (go-sdk failed it locally)         session_expired, retry
 //	no POST otherwise (go-sdk failed it locally)                      transport, retry
 //	own POST refused (dial failed) or never handed on                transport
+//	5xx with a JSON-RPC error, null id (an intermediary's)           outcome_unknown, message kept
 //	JSON-RPC error from a server that answered, 400 with session     session_expired (not replayed)
 //	JSON-RPC error from a server that answered                       rpc
 //	session dead                                                     outcome_unknown, drop session
@@ -147,6 +148,13 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 	// id is null; the recorder kept it (ev.rpc).
 	w, ok := rpcError(err)
 	if !ok && ev.rpc != nil {
+		if ev.status >= 500 && ev.rpcIDNull {
+			// A 5xx with a null id is an intermediary's word (the studio's
+			// 502 "the agent did not answer"): the request may have reached
+			// the server behind it. Its message is kept; the outcome is
+			// unknown.
+			return verdict{kind: KindOutcomeUnknown, rpc: ev.rpc}
+		}
 		w, ok = ev.rpc, true
 	}
 	if ok && (!ev.overHTTP || ev.status != 0) {

@@ -57,6 +57,7 @@ func FuzzClassify(f *testing.F) {
 		{shape: 10, overHTTP: true, posts: 1, status: 400, withSession: true, answer: 1}, // server-everything after a restart
 		{shape: 10, overHTTP: true, posts: 1, status: 413, answer: 3},                    // body limit
 		{shape: 0, overHTTP: true, posts: 1, status: 401, withSession: true, answer: 1},  // auth gateway, null id
+		{shape: 0, overHTTP: true, posts: 1, status: 502, withSession: true, answer: 1},  // the studio's 502: the agent did not answer
 		{shape: 6, ctxShape: 1, overHTTP: true, posts: 1, status: 400, withSession: true, answer: 1},
 	} {
 		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit, s.answer)
@@ -112,6 +113,11 @@ func FuzzClassify(f *testing.F) {
 		}
 		if ev.rpc != nil && answered4xx && v.rpc == nil && v.kind != KindOutcomeUnknown && !(overHTTP && posts <= 0) {
 			t.Fatalf("the server's own error was dropped: %+v for %v, %+v", v, err, ev)
+		}
+		if _, fromSDK := rpcError(err); !fromSDK && ctxErr == nil && ev.rpc != nil && ev.rpcIDNull && status >= 500 && v.kind != KindOutcomeUnknown && !(overHTTP && posts == 0) && !notWritten {
+			// An intermediary's 5xx (the studio's 502) says the request may
+			// have reached the server behind it.
+			t.Fatalf("a 5xx with a null-id error is not outcome_unknown: %+v for %v, %+v", v, err, ev)
 		}
 		switch v.kind {
 		case KindSessionExpired, KindOutcomeUnknown, KindTransport:

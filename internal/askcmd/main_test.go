@@ -4,11 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 // switchboardBin is the switchboard binary built for the end-to-end tests
@@ -24,21 +24,18 @@ func TestMain(m *testing.M) {
 func testMain(m *testing.M) int {
 	flag.Parse() // for testing.Short
 	if !testing.Short() {
-		dir, err := os.MkdirTemp("", "switchboard-e2e-")
+		bin, err := testbin.Switchboard()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		switchboardBin = filepath.Join(dir, "switchboard")
-		cmd := exec.Command("go", "build", "-o", switchboardBin, "github.com/switchboard-run/switchboard/cmd/switchboard")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building switchboard for the end-to-end tests:", err)
 			return 1
 		}
+		switchboardBin = bin
 	}
 	code := m.Run()
+	if err := testbin.CheckRaces(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 var (
@@ -43,12 +44,19 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		os.RemoveAll(dir)
+		if err := testbin.CheckRaces(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		if code == 0 && *tableFile != "" {
 			if err := writeTable(*tableFile); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
 			}
 		}
+		// A Cleanup replaces goleak's own os.Exit: without this, a leak
+		// goleak found would not fail the run.
+		os.Exit(code)
 	}))
 }
 

@@ -27,6 +27,8 @@ import (
 //	GET  /api/overview            what the page shows: agents, pools, recent delegations
 //	GET  /api/delegations         the most recent tools/calls through the proxy
 //	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
+//	     /runs/..., /agents/<name>, /api/runs..., /api/agents/<name>[/action]
+//	                              the console's pages and API (console.go)
 //
 // Everything but /healthz passes the same gate: Host and Origin (DNS
 // rebinding), then the bearer token when the studio has one. The page is
@@ -44,7 +46,7 @@ func (s *Studio) routes() http.Handler {
 			io.WriteString(w, "ok\n")
 		case path == "/api" || strings.HasPrefix(path, "/api/"):
 			api.ServeHTTP(w, r)
-		case path == "/":
+		case path == "/" || isConsolePage(path):
 			page.ServeHTTP(w, r)
 		case strings.HasPrefix(path, "/static/"):
 			static.ServeHTTP(w, r)
@@ -86,6 +88,9 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		serve(w, r)
 	}
+	if s.serveConsoleAPI(w, r, path) {
+		return
+	}
 	switch path {
 	case "/api/agents":
 		get("lists the agents", s.serveAgents)
@@ -115,7 +120,9 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.observe(name, w, r, func(w http.ResponseWriter, r *http.Request) {
+		held := time.Now()
 		st := m.proc.awaitRunning(r.Context(), s.opts.RestartWait, "")
+		noteHeld(r.Context(), time.Since(held))
 		if st.state != StateRunning || st.upstream == nil {
 			writeDown(w, name, st)
 			return
@@ -154,6 +161,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
+			Budget:         s.budget,
 			SessionIdleTTL: sessionIdleTTL,
 			Logger:         s.logger.With("agent", name),
 			// The token (if any) was checked by the studio for all of /api/.
@@ -165,7 +173,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 // wait: until its next start, or a second while it is starting.
 func writeDown(w http.ResponseWriter, name string, st agentStatus) {
 	retry := time.Second
-	if d := time.Until(st.nextStart); (st.state == StateRestarting || st.state == StateFailed) && d > retry {
+	if d := time.Until(st.nextStart); st.state == StateRestarting && d > retry {
 		retry = d
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))

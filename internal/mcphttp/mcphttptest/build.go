@@ -1,66 +1,42 @@
 package mcphttptest
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
-	"bytes"
-	"fmt"
-	"os/exec"
-	"path/filepath"
-	"strings"
-
 	"go.uber.org/goleak"
+
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 // ModuleRoot returns the directory of the main module, from `go env GOMOD`.
-func ModuleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == "/dev/null" {
-		return "", fmt.Errorf("go env GOMOD: not in a module")
-	}
-	return filepath.Dir(gomod), nil
-}
+func ModuleRoot() (string, error) { return testbin.ModuleRoot() }
 
-// BuildSwitchboard builds the switchboard command into dir and returns the
-// binary's path. Tests run the real binary, as users do.
-func BuildSwitchboard(dir string) (string, error) {
-	root, err := ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "switchboard")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/switchboard")
-	cmd.Dir = root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/switchboard: %w\n%s", err, out.Bytes())
-	}
-	return bin, nil
-}
+// BuildSwitchboard returns the switchboard binary shared by every test
+// package of this run (see [testbin.Switchboard]); dir is unused and kept
+// for callers that still pass one.
+func BuildSwitchboard(dir string) (string, error) { return testbin.Switchboard() }
 
 // RunTests is the whole TestMain of a package whose tests run the real
-// binary: it builds switchboard into a temporary directory, sets *bin and
-// *root (the module root), runs the tests under goleak, removes the
-// directory and exits with the tests' code.
+// binary: it sets *bin (see [testbin.Switchboard]) and *root (the module
+// root), runs the tests under goleak and exits with the tests' code.
 func RunTests(m *testing.M, bin, root *string) {
-	dir, err := os.MkdirTemp("", "switchboard-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	var err error
 	if *root, err = ModuleRoot(); err == nil {
-		*bin, err = BuildSwitchboard(dir)
+		*bin, err = testbin.Switchboard()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if err := testbin.CheckRaces(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		// A Cleanup replaces goleak's own os.Exit: without this, a leak
+		// goleak found would not fail the run.
+		os.Exit(code)
+	}))
 }
