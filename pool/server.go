@@ -102,7 +102,7 @@ func (s *Server) clone() Server {
 
 // equal reports whether o has every field that makes the key equal to s's.
 func (s *Server) equal(o *Server) bool {
-	return s.URL == o.URL && s.Command == o.Command && s.ProtocolVersion == o.ProtocolVersion &&
+	return s.URL == o.URL && s.Command == o.Command && s.Dir == o.Dir && s.ProtocolVersion == o.ProtocolVersion &&
 		s.Identity == o.Identity && slices.Equal(s.Args, o.Args) &&
 		maps.Equal(s.Headers, o.Headers) && maps.Equal(s.Env, o.Env)
 }

@@ -86,6 +86,7 @@ func startStdio(srv *Server, log *slog.Logger) (*stdioProcess, error) {
 		exited: make(chan struct{}),
 	}
 	sp.cmd.Env = stdioEnv(srv)
+	sp.cmd.Dir = srv.Dir
 	sp.cmd.Stdin, sp.cmd.Stdout, sp.cmd.Stderr = inR, outW, sp.stderr
 	err = sp.cmd.Start()
 	inR.Close() // the child's ends

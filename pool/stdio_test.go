@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -115,5 +116,18 @@ func TestStdioServerExitIsInTheError(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("message %q", err)
+	}
+}
+
+// A stdio server runs in its Server.Dir.
+func TestStdioServerRunsInDir(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPool(t, nil)
+	srv := stdioServer("1")
+	srv.Dir = dir
+	got := mustCall(t, p, srv, "cwd", "c").Content[0].(*mcp.TextContent).Text
+	want, _ := filepath.EvalSymlinks(dir)
+	if got != want {
+		t.Fatalf("the server ran in %q, want %q", got, want)
 	}
 }
