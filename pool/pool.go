@@ -153,7 +153,7 @@ func New(opts *Options) *Pool {
 	case o.HTTPClient != nil && o.HTTPClient.Transport != nil:
 		p.base = o.HTTPClient.Transport
 	default:
-		p.base = defaultTransport()
+		p.base = DefaultTransport
 	}
 	p.life, p.abort = context.WithCancel(context.Background())
 	p.tracer = newTracer(o.TracerProvider)
@@ -1022,15 +1022,16 @@ type Stats struct {
 
 var _ io.Closer = (*Pool)(nil)
 
-// defaultTransport is the pool's HTTP transport when Options give none.
-// http.DefaultTransport keeps 2 idle connections per host: with more
-// concurrent calls to one server than that, every call beyond the second
-// opens (and soon closes) a connection of its own. A pool talks to few hosts
-// with many concurrent calls, so it keeps enough idle connections per host
-// for real concurrency and bounds the total instead.
-func defaultTransport() http.RoundTripper {
+// DefaultTransport is the HTTP transport of every Pool whose Options give
+// none, shared as http.DefaultTransport is. It is a clone of
+// http.DefaultTransport that keeps more idle connections: that one keeps 2
+// per host, so with more concurrent calls to one server every call beyond
+// the second opened (and soon closed) a connection of its own. A pool talks
+// to few hosts with many concurrent calls, so this keeps 256 per host, 1,024
+// in all.
+var DefaultTransport http.RoundTripper = func() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 256
 	return t
-}
+}()
