@@ -26,6 +26,18 @@ var migrations = []string{
 		idempotency_key TEXT UNIQUE,
 		created_at      TEXT NOT NULL
 	)`,
+	// v2: the records of keyed store_note calls (docs/IDEMPOTENCY.md),
+	// written in the same transaction as the note they record, so a crash
+	// leaves both or neither. result is the CallToolResult as JSON.
+	`CREATE TABLE call_records (
+		key         TEXT PRIMARY KEY,
+		tool        TEXT NOT NULL,
+		fingerprint TEXT NOT NULL,
+		note_id     INTEGER NOT NULL,
+		result      BLOB NOT NULL,
+		created_ms  INTEGER NOT NULL
+	);
+	CREATE INDEX call_records_created ON call_records(created_ms)`,
 }
 
 // migrate brings the schema at db up to date. It runs in one IMMEDIATE

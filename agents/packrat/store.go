@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -63,6 +64,8 @@ type store struct {
 	db  *sql.DB
 	now func() time.Time // injectable for tests
 
+	recorded atomic.Int64 // keyed calls recorded, for eviction (idempotency.go)
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -109,7 +112,17 @@ func (s *store) Close() error {
 // text and tags; otherwise it fails with errKeyConflict. Without a key every
 // call stores a new note, even one identical to an earlier note: only the
 // caller knows whether two identical calls are a retry or two notes.
+//
+// When ctx carries a keyed call (idempotency.CallFrom), render's rendering
+// of the outcome is committed with the note as the call's record (see
+// idempotency.go): exactly what a replay of the key returns.
 func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err error) {
+	return s.putRecorded(ctx, n, nil)
+}
+
+// putRecorded is put, committing render's rendering of the outcome as the
+// record of the keyed call in ctx, if any, in the same transaction.
+func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bool) ([]byte, error)) (note Note, stored bool, err error) {
 	n, err = normalize(n)
 	if err != nil {
 		return Note{}, false, err
@@ -138,6 +151,12 @@ func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err
 			if old.Title != n.Title || old.Text != n.Text || !slices.Equal(old.Tags, n.Tags) {
 				return Note{}, false, fmt.Errorf("%w: key %q belongs to note %d", errKeyConflict, n.IdempotencyKey, old.ID)
 			}
+			if err := s.recordCall(ctx, tx, old, false, render); err != nil {
+				return Note{}, false, err
+			}
+			if err := tx.Commit(); err != nil {
+				return Note{}, false, fmt.Errorf("store note: %w", err)
+			}
 			return old, false, nil
 		case !errors.Is(err, sql.ErrNoRows):
 			return Note{}, false, fmt.Errorf("store note: %w", err)
@@ -153,6 +172,9 @@ func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err
 	).Scan(&note.ID)
 	if err != nil {
 		return Note{}, false, fmt.Errorf("store note: %w", err)
+	}
+	if err := s.recordCall(ctx, tx, note, true, render); err != nil {
+		return Note{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
 		return Note{}, false, fmt.Errorf("store note: %w", err)

@@ -2,6 +2,7 @@ package packrat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
@@ -83,21 +84,34 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: toolschema.Ptr(false), OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in storeNoteIn) (*mcp.CallToolResult, storeNoteOut, error) {
-		note, stored, err := st.put(ctx, newNote{Title: in.Title, Text: in.Text, Tags: in.Tags, IdempotencyKey: in.IdempotencyKey})
+		outcome := func(note Note, stored bool) (*mcp.CallToolResult, storeNoteOut) {
+			var msg string
+			if stored {
+				msg = fmt.Sprintf("Stored note %d.", note.ID)
+			} else {
+				msg = fmt.Sprintf("Note %d was already stored under idempotency key %q; nothing new was stored.", note.ID, strings.TrimSpace(in.IdempotencyKey))
+			}
+			return textResult(msg), storeNoteOut{ID: note.ID, Stored: stored, CreatedAt: note.CreatedAt}
+		}
+		// The record of a keyed call is this same result, as go-sdk sends
+		// it (structured content beside the text), committed with the note.
+		render := func(note Note, stored bool) ([]byte, error) {
+			res, out := outcome(note, stored)
+			res.StructuredContent = out
+			return json.Marshal(res)
+		}
+		note, stored, err := st.putRecorded(ctx, newNote{Title: in.Title, Text: in.Text, Tags: in.Tags, IdempotencyKey: in.IdempotencyKey}, render)
 		if errors.Is(err, errEmptyText) {
 			return nil, storeNoteOut{}, fmt.Errorf("%w: pass the content to archive in \"text\"", err)
 		}
 		if err != nil {
 			return nil, storeNoteOut{}, err
 		}
-		var msg string
 		if stored {
 			log.Info("note stored", "id", note.ID)
-			msg = fmt.Sprintf("Stored note %d.", note.ID)
-		} else {
-			msg = fmt.Sprintf("Note %d was already stored under idempotency key %q; nothing new was stored.", note.ID, strings.TrimSpace(in.IdempotencyKey))
 		}
-		return textResult(msg), storeNoteOut{ID: note.ID, Stored: stored, CreatedAt: note.CreatedAt}, nil
+		res, out := outcome(note, stored)
+		return res, out, nil
 	})
 
 	mcp.AddTool(s, &mcp.Tool{

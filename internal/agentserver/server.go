@@ -67,7 +67,8 @@ type Server struct {
 	closers []namedCloser // the toolsets', in registration order
 	ask     *asker
 	metrics *serverMetrics
-	limit   *limiter // nil without Options.MaxConcurrentCalls
+	limit   *limiter    // nil without Options.MaxConcurrentCalls
+	idem    *idemServer // idempotency.go
 
 	closeOnce sync.Once
 	closeErr  error
@@ -109,6 +110,9 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		Instructions: def.Description,
 		Logger:       logger,
 	})
+	if err := s.startIdempotency(); err != nil { // innermost of all: idempotency.go
+		return nil, err
+	}
 	if o.MaxConcurrentCalls > 0 {
 		// Added first, so innermost: a call the chain refuses takes no slot.
 		s.limit = newLimiter(def.Name, o.MaxConcurrentCalls, logger)
@@ -138,6 +142,10 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 	s.metrics = newServerMetrics(def.Name, s.ask.poolStats)
 	s.ask.metrics = s.metrics
 	s.ask.register(s.mcp)
+	if err := s.declareIdempotency(); err != nil {
+		s.closeToolsets()
+		return nil, err
+	}
 
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      o.SessionTimeout,
