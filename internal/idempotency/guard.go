@@ -121,6 +121,21 @@ func WithCall(ctx context.Context, c Call) context.Context {
 	return context.WithValue(ctx, callKey{}, c)
 }
 
+type keyCtx struct{}
+
+// KeyFrom returns the idempotency key of the tools/call being served, if it
+// carried one: a tool that calls others derives their keys from it.
+func KeyFrom(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(keyCtx{}).(string)
+	return k, ok
+}
+
+// WithKey returns ctx as the guard makes it for a tools/call with key, for
+// in-process callers of tools that delegate.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtx{}, key)
+}
+
 // Middleware is the guard as a go-sdk receiving middleware.
 func (g *Guard) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -169,6 +184,7 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 	if !found {
 		return next(ctx, method, req)
 	}
+	ctx = context.WithValue(ctx, keyCtx{}, key)
 	tool := params.Name
 	g.mu.Lock()
 	pure, txl := g.pure[tool], g.tx[tool]

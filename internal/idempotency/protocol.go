@@ -95,11 +95,16 @@ func NewKey(now time.Time) string {
 
 // DerivedKey returns a key for a call that is named by stable parts (a run
 // id and a model's tool call id, say), so every resend of it carries the
-// same key; created is when the logical call was first made (for retention).
+// same key; created is when the logical call was first made (for
+// retention). With a zero created the key has no readable time: it starts
+// "sbd." instead of "sb1.".
 func DerivedKey(created time.Time, parts ...string) string {
 	h := sha256.New()
 	for _, p := range parts {
 		fmt.Fprintf(h, "%d:%s;", len(p), p)
+	}
+	if created.IsZero() {
+		return "sbd." + b32.EncodeToString(h.Sum(nil)[:20])
 	}
 	var ts [8]byte
 	binary.BigEndian.PutUint64(ts[:], uint64(created.UnixMilli()))
