@@ -29,6 +29,9 @@ var migrations = []string{
 	// v2: the records of keyed store_note calls (docs/IDEMPOTENCY.md),
 	// written in the same transaction as the note they record, so a crash
 	// leaves both or neither. result is the CallToolResult as JSON.
+	// WITHOUT ROWID and no second index: one B-tree, so recording a call
+	// adds as few pages as possible to the note's commit (eviction scans,
+	// once per many stores).
 	`CREATE TABLE call_records (
 		key         TEXT PRIMARY KEY,
 		tool        TEXT NOT NULL,
@@ -36,8 +39,7 @@ var migrations = []string{
 		note_id     INTEGER NOT NULL,
 		result      BLOB NOT NULL,
 		created_ms  INTEGER NOT NULL
-	);
-	CREATE INDEX call_records_created ON call_records(created_ms)`,
+	) WITHOUT ROWID`,
 }
 
 // migrate brings the schema at db up to date. It runs in one IMMEDIATE
