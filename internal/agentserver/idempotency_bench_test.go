@@ -42,7 +42,9 @@ func BenchmarkIdempotency(b *testing.B) {
 		name string
 		args func(i int) map[string]any
 	}{
-		{"store_note", func(i int) map[string]any { return map[string]any{"text": fmt.Sprintf("note %d", i), "tags": []string{"bench"}} }},
+		{"store_note", func(i int) map[string]any {
+			return map[string]any{"text": fmt.Sprintf("note %d", i), "tags": []string{"bench"}}
+		}},
 		{"calculate", func(int) map[string]any { return map[string]any{"expression": "(1+2)*3^2"} }},
 	}
 	for _, c := range cases {
