@@ -291,3 +291,27 @@ func TestKeyTime(t *testing.T) {
 		t.Fatal("derived keys are not a function of their parts")
 	}
 }
+
+// TestEvictedKeyRefused: once records have been evicted for space, a new
+// timestamped key created before the horizon is refused, not run: its
+// record may have been among those evicted.
+func TestEvictedKeyRefused(t *testing.T) {
+	r := newRig(t, filepath.Join(t.TempDir(), "l.db"), &idempotency.Options{MaxRecords: 10})
+	for i := range 256 {
+		if _, err := r.call("effect", "fill", idempotency.NewKey(time.Now())); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	h := r.ledger.Horizon()
+	if h.IsZero() || h.Equal(time.UnixMilli(0)) {
+		t.Fatal("no eviction horizon after MaxRecords was exceeded")
+	}
+	_, err := r.call("effect", "old", idempotency.NewKey(h.Add(-time.Millisecond)))
+	if c := code(t, err); c != idempotency.CodeKeyExpired || r.runsOf("old") != 0 {
+		t.Fatalf("code %d, runs %d", c, r.runsOf("old"))
+	}
+	// A key newer than the horizon runs.
+	if _, err := r.call("effect", "new", idempotency.NewKey(time.Now())); err != nil || r.runsOf("new") != 1 {
+		t.Fatalf("new key: %v, runs %d", err, r.runsOf("new"))
+	}
+}
