@@ -3,6 +3,7 @@ package faultsuite
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-run/switchboard/internal/idempotency"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -61,6 +64,137 @@ func TestIdempotency(t *testing.T) {
 	run("idem-kill-at-request", idemKillAtRequest)
 	run("idem-reset-mid-response", idemResetMidResponse)
 	run("idem-sigkill-under-load", idemSIGKILLUnderLoad)
+	run("idem-restart-in-flight", func(t *testing.T, _ *idemRig, p profile) Row { return idemRestartInFlight(t, p) })
+	run("idem-reset-mid-response-client", func(t *testing.T, _ *idemRig, p profile) Row { return idemResetMidResponseClient(t, p) })
+}
+
+// guardSwap is the idempotency guard of an mcptest server's current
+// generation. A restart of the server opens the ledger anew, as the next
+// process on the same data directory would: calls the old generation left
+// running are interrupted.
+type guardSwap struct {
+	t    *testing.T
+	path string
+
+	mu     sync.Mutex // protects following
+	l      *idempotency.Ledger
+	g      *idempotency.Guard
+	closed bool
+}
+
+func newGuardSwap(t *testing.T) *guardSwap {
+	gs := &guardSwap{t: t, path: filepath.Join(t.TempDir(), "ledger.db")}
+	gs.reopen()
+	return gs
+}
+
+func (gs *guardSwap) reopen() {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.closed {
+		return
+	}
+	if gs.l != nil {
+		gs.l.Close()
+	}
+	l, err := idempotency.Open(gs.path, nil)
+	if err != nil {
+		gs.t.Error(err)
+		return
+	}
+	gs.l, gs.g = l, idempotency.NewGuard(l, nil)
+}
+
+func (gs *guardSwap) close() {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.closed = true
+	gs.l.Close()
+}
+
+func (gs *guardSwap) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		gs.mu.Lock()
+		g := gs.g
+		gs.mu.Unlock()
+		return g.Middleware(next)(ctx, method, req)
+	}
+}
+
+// guardedServer starts an mcptest server behind a guardSwap.
+func guardedServer(t *testing.T) *mcptest.Server {
+	gs := newGuardSwap(t)
+	ts := mcptest.Start(t, &mcptest.Options{Middleware: gs.middleware})
+	ts.OnStop(gs.reopen)
+	t.Cleanup(gs.close) // before the server's own cleanup: no reopen after it
+	return ts
+}
+
+const viaGuarded = "switchboard client → server with the idempotency guard"
+
+// idemRestartInFlight is restart-in-flight with the guard: calls running
+// on the server and calls arriving while it restarts.
+func idemRestartInFlight(t *testing.T, p profile) Row {
+	ts := guardedServer(t)
+	c := startClient(t, writeConfig(t, map[string]string{"s": ts.URL()}))
+	ty := newTally(t, c, fmt.Sprintf("agent restarted with calls in flight (%d restarts, %d calls running and %d arriving at each)", p.inflightRounds, p.inflightBlocked, p.inflightLoose), viaGuarded)
+	interrupted, cutOff := 0, 0
+	for r := range p.inflightRounds {
+		var blocked, loose []call
+		for i := range p.inflightBlocked {
+			blocked = append(blocked, c.call("s", "block", fmt.Sprintf("r%d-block%d", r, i)))
+		}
+		for _, cl := range blocked {
+			ts.WaitEntered(cl.callID)
+		}
+		for i := range p.inflightLoose {
+			loose = append(loose, c.call("s", "echo", fmt.Sprintf("r%d-echo%d", r, i)))
+		}
+		ts.Restart()
+		for _, a := range ty.wait(blocked...) {
+			switch {
+			case a.Error != nil && a.Error.Code == idempotency.CodeInterrupted:
+				interrupted++
+			case a.Error == nil:
+				cutOff++ // the tool finished (cut off by the restart) before its result was recorded
+			default:
+				t.Errorf("a call running when the server restarted: %+v, want interrupted or its recorded result", a.Error)
+			}
+		}
+		ty.wait(loose...)
+	}
+	return ty.finish(ts.Executions, func(r *Row, st pool.Stats) string {
+		if n := r.Errors[pool.KindOutcomeUnknown.String()]; n != 0 {
+			t.Errorf("%d outcome_unknown with the guard on the server", n)
+		}
+		return fmt.Sprintf("the calls running when the server went away were sent again with their keys once it was back: %d were interrupted (-32073, rpc: the server restarted while their tool ran; not run again), %d got the result their tool recorded as it was cut off (a tool error, replayed); the calls arriving during the restart were sent again with their keys until the server answered; no outcome_unknown", interrupted, cutOff)
+	})
+}
+
+// idemResetMidResponseClient is reset-mid-response with the guard.
+func idemResetMidResponseClient(t *testing.T, p profile) Row {
+	ts := guardedServer(t)
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
+		if rpc.Method != "tools/call" || !strings.HasSuffix(rpc.CallID, "-reset") || ts.Executions(rpc.CallID) > 0 {
+			return false
+		}
+		ts.ResetMidResponse(w, r)
+		return true
+	})
+	c := startClient(t, writeConfig(t, map[string]string{"s": ts.URL()}))
+	ty := newTally(t, c, fmt.Sprintf("connection reset in the middle of the response (%d of %d calls)", p.resetCalls/2, p.resetCalls), viaGuarded)
+	for i := range p.resetCalls {
+		id := fmt.Sprintf("c%d", i)
+		if i%2 == 1 {
+			id += "-reset"
+		}
+		if a := ty.wait(c.call("s", "echo", id))[0]; a.Error != nil {
+			t.Errorf("call %s: %+v, want its result", id, a.Error)
+		}
+	}
+	return ty.finish(ts.Executions, func(r *Row, st pool.Stats) string {
+		return fmt.Sprintf("each call whose answer was cut off was sent again with its key (%d keyed resends) and answered from the server's record, marked as a replay (%d): every call got its result, and ran once", st.KeyedRetries, st.Replays)
+	})
 }
 
 type idemRig struct {
