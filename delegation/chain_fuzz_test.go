@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -17,7 +19,7 @@ import (
 //     is present;
 //   - what FromMeta accepts is consistent (depth is the number of agents)
 //     and holds no agent twice: a chain that already loops is not readable;
-//   - Enter never accepts a cycle (the agent already on the chain) or a
+//   - Enter never accepts a cycle, a name past MaxAgentNameLen, (the agent already on the chain) or a
 //     depth past the limit, refuses only with ErrCycle or ErrDepth, never
 //     changes the chain it was given, and what it returns survives Meta and
 //     FromMeta unchanged.
@@ -77,7 +79,14 @@ func FuzzChain(f *testing.F) {
 		if limit <= 0 {
 			limit = delegation.DefaultMaxDepth
 		}
+		limit = min(limit, delegation.MaxChainDepth)
 		if err != nil {
+			if errors.Is(err, delegation.ErrMalformed) {
+				if agent != "" && len(agent) <= delegation.MaxAgentNameLen {
+					t.Fatalf("Enter(%q) refused a valid name: %v", agent, err)
+				}
+				return
+			}
 			if !errors.Is(err, delegation.ErrCycle) && !errors.Is(err, delegation.ErrDepth) {
 				t.Fatalf("Enter refused with %v, neither ErrCycle nor ErrDepth", err)
 			}
@@ -124,4 +133,70 @@ func hasDuplicate(agents []string) bool {
 		seen[a] = true
 	}
 	return false
+}
+
+// FuzzChainCost measures what the chain check costs, where cost is the
+// risk: a client picks the chain, and every agent and the studio check it
+// before anything else. Whatever the number of entries (up to hundreds of
+// thousands, as a 4 MiB body holds) and whatever they are, FromMeta and
+// FromMetaJSON look at no more than MaxChainDepth of them, and a chain past
+// that depth is refused with ErrDepth or ErrMalformed.
+//
+//	go test -run '^$' -fuzz '^FuzzChainCost$' -fuzztime 30s ./delegation
+func FuzzChainCost(f *testing.F) {
+	f.Add(uint32(100000), "a", uint8(0), []byte(`"r"`))
+	f.Add(uint32(17), "oracle", uint8(1), []byte(`"r1"`))
+	f.Add(uint32(16), "x", uint8(2), []byte(`null`))
+	f.Add(uint32(3), "", uint8(3), []byte(`7`))
+	f.Fuzz(func(t *testing.T, n uint32, name string, shape uint8, runID []byte) {
+		n %= 400000
+		agents := make([]any, n)
+		for i := range agents {
+			switch shape % 4 {
+			case 0:
+				agents[i] = name // all the same: a loop from entry 2
+			case 1:
+				agents[i] = name + strconv.Itoa(i) // all distinct
+			case 2:
+				agents[i] = float64(i) // not names
+			case 3:
+				agents[i] = strings.Repeat(name, i%200) // growing
+			}
+		}
+		var rid any
+		if json.Unmarshal(runID, &rid) != nil {
+			rid = string(runID)
+		}
+		meta := map[string]any{delegation.MetaKey: map[string]any{"run_id": rid, "agents": agents, "depth": float64(n)}}
+		looked := -1
+		defer delegation.SetTestHookEntries(func(k int) { looked = k })()
+
+		c, found, err := delegation.FromMeta(meta)
+		if !found {
+			t.Fatal("a chain that is present was not found")
+		}
+		if looked > delegation.MaxChainDepth {
+			t.Fatalf("FromMeta looked at %d entries of %d, more than %d", looked, n, delegation.MaxChainDepth)
+		}
+		if n > delegation.MaxChainDepth && (err == nil || !errors.Is(err, delegation.ErrDepth) && !errors.Is(err, delegation.ErrMalformed)) {
+			t.Fatalf("a chain of %d entries: %v", n, err)
+		}
+		if err == nil && c.Depth != len(c.Agents) {
+			t.Fatalf("depth %d for %d agents", c.Depth, len(c.Agents))
+		}
+
+		// The studio's path: the raw JSON, refused by its size first.
+		raw, merr := json.Marshal(meta[delegation.MetaKey])
+		if merr != nil {
+			return
+		}
+		looked = -1
+		_, err = delegation.FromMetaJSON(raw)
+		if looked > delegation.MaxChainDepth {
+			t.Fatalf("FromMetaJSON looked at %d entries of %d", looked, n)
+		}
+		if len(raw) > delegation.MaxChainBytes && err == nil {
+			t.Fatalf("FromMetaJSON accepted %d bytes", len(raw))
+		}
+	})
 }

@@ -15,6 +15,9 @@ type DiscoverOptions struct {
 	// started. The runtime passes agentdef's Definition.CheckServer, which
 	// refuses stdio servers to an agent without allow_stdio.
 	Check func(*mcpconfig.Server) error
+	// First are servers offered before cfg's, not from an mcp.json: the
+	// runtime puts the agent's own native tools here.
+	First []*pool.Server
 }
 
 // Discover lists the tools of every server in cfg concurrently and returns
@@ -26,6 +29,9 @@ func Discover(ctx context.Context, c Caller, cfg *mcpconfig.Config, opts *Discov
 		opts = &DiscoverOptions{}
 	}
 	var found []ServerTools
+	for _, srv := range opts.First {
+		found = append(found, ServerTools{Server: srv})
+	}
 	if cfg != nil {
 		for _, s := range cfg.Servers {
 			st := ServerTools{Server: s.Pool()}

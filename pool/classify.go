@@ -15,7 +15,20 @@ type evidence struct {
 	posts       int  // POSTs the request issued
 	status      int  // HTTP status of its first POST; 0 when none was answered
 	withSession bool // that POST carried Mcp-Session-Id
-	notWritten  bool // that POST failed before anything reached the server
+	notWritten  bool // that POST failed before anything reached the server, or was never handed on (its context had ended)
+
+	// What the server said in an error answer (status >= 400) to that POST.
+	rpc       *jsonrpc.Error // a JSON-RPC error response
+	rpcIDNull bool           // ... whose id was null or absent
+}
+
+// undispatched reports whether the server's answer to the request's own POST
+// proves that it never dispatched the request (see classify).
+func (ev evidence) undispatched() bool {
+	if !ev.overHTTP || ev.posts <= 0 || ev.status < 400 || ev.status >= 500 {
+		return false
+	}
+	return ev.status == http.StatusRequestEntityTooLarge || ev.rpc != nil && ev.rpcIDNull
 }
 
 // Invalidation and close reasons, as reported in Stats.
@@ -42,15 +55,54 @@ type verdict struct {
 // request, in the spirit of database/sql's driver.ErrBadConn: "should NOT be
 // returned if there's a possibility that the database server might have
 // performed the operation". Everything else keeps its meaning and is returned.
+//
+// The table, first matching row wins ("own POST" is the request's first
+// POST, the one the probe saw; "session" means it carried Mcp-Session-Id):
+//
+//	caller gave up, own POST never handed on / answered undispatched   transport
+//	caller gave up otherwise                                         outcome_unknown
+//	own POST with session answered 404                               session_expired, retry
+//	own POST with session answered 400, JSON-RPC error, null id      session_expired, retry
+//	own POST answered 413                                            transport
+//	no POST, session already dead (go-sdk failed it locally)         session_expired, retry
+//	own POST refused (dial failed) or never handed on                transport
+//	5xx with a JSON-RPC error, null id (an intermediary's)           outcome_unknown, message kept
+//	JSON-RPC error from a server that answered, 400 with session     session_expired (not replayed)
+//	JSON-RPC error from a server that answered                       rpc
+//	session dead                                                     outcome_unknown, drop session
+//	anything else                                                    outcome_unknown
+//
+// What a 4xx answer to a POST proves. A server dispatches a JSON-RPC request
+// only after it has read the body and parsed the message, and from then on
+// it knows the request's id: every answer it produces after dispatch,
+// success or error, carries that id (JSON-RPC 2.0 §5: the id "MUST be Null"
+// only "if there was an error in detecting the id in the Request object").
+// So a JSON-RPC error with a null (or absent) id was produced before the
+// request was dispatched: by a session lookup that failed (the TypeScript
+// SDK's example servers and server-everything answer an unknown session with
+// 400 {"code":-32000,"message":"Bad Request: No valid session ID
+// provided","id":null}), a parse failure, or an intermediary. A 413 was
+// produced before the body was read in full, so before it was parsed. Neither
+// request ran. A 400 of that kind to a request carrying a session id is the
+// session refused, as 404 is for spec-compliant servers: the session is
+// dropped and the request sent once more on a new one. If the refusal was
+// about something else the retry gets the same answer and it is returned;
+// the cost is one dial, never a second execution. Other 4xx answers with a
+// null id (401, 403, 415) prove the request did not run but say nothing
+// about the session; they are returned as the server's error. A 413 is
+// returned as transport ("nothing ran"): sending the same body again would
+// only be refused again. A 4xx without a JSON-RPC body proves nothing about
+// dispatch and is treated as any other answer.
 func classify(err error, ev evidence, ctxErr error) verdict {
 	sessionDead := errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing)
+	undispatched := ev.undispatched()
 
 	switch {
 	case ctxErr != nil:
 		// The caller gave up. If the request went out, the server may be
 		// running it (go-sdk sent notifications/cancelled).
-		if ev.overHTTP && ev.posts == 0 || ev.notWritten {
-			return verdict{kind: KindTransport}
+		if ev.overHTTP && ev.posts == 0 || ev.notWritten || undispatched {
+			return verdict{kind: KindTransport, rpc: ev.rpc}
 		}
 		return verdict{kind: KindOutcomeUnknown}
 
@@ -58,7 +110,13 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 		// The server looks the session up before it reads the body, so a
 		// 404 to a request carrying a session id means the request never ran,
 		// whatever the body says (some servers send a JSON-RPC error there).
-		return verdict{kind: KindSessionExpired, retry: true, invalidate: reasonExpired}
+		return verdict{kind: KindSessionExpired, retry: true, invalidate: reasonExpired, rpc: ev.rpc}
+
+	case undispatched && ev.status == http.StatusBadRequest && ev.withSession:
+		return verdict{kind: KindSessionExpired, retry: true, invalidate: reasonRejected, rpc: ev.rpc}
+
+	case undispatched && ev.status == http.StatusRequestEntityTooLarge:
+		return verdict{kind: KindTransport, rpc: ev.rpc}
 
 	case ev.overHTTP && ev.posts == 0 && sessionDead:
 		// The session was already dead (another request, or the GET stream,
@@ -70,18 +128,30 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 		// Connection refused: nothing reached the server. The session may
 		// be fine once the server is back (or it will answer 404 then), so it
 		// is kept; retrying now would only fail again.
-		return verdict{kind: KindTransport}
+		return verdict{kind: KindTransport, rpc: ev.rpc}
 	}
 
 	// go-sdk marks transport failures with its ErrRejected sentinel, which is
 	// itself a *jsonrpc.Error (-32005). A JSON-RPC error is the server's only
-	// if the server answered this request.
-	if w, ok := rpcError(err); ok && (!ev.overHTTP || ev.status != 0) {
+	// if the server answered this request. go-sdk drops an error body whose
+	// id is null; the recorder kept it (ev.rpc).
+	w, ok := rpcError(err)
+	if !ok && ev.rpc != nil {
+		if ev.status >= 500 && ev.rpcIDNull {
+			// A 5xx with a null id is an intermediary's word (the studio's
+			// 502 "the agent did not answer"): the request may have reached
+			// the server behind it. Its message is kept; the outcome is
+			// unknown.
+			return verdict{kind: KindOutcomeUnknown, rpc: ev.rpc}
+		}
+		w, ok = ev.rpc, true
+	}
+	if ok && (!ev.overHTTP || ev.status != 0) {
 		if ev.overHTTP && ev.status == http.StatusBadRequest && ev.withSession && w.Code == jsonrpc.CodeInvalidRequest {
 			// An intermediary refusing the session outright ("Session has
-			// been terminated"). The session is of no further use; whether
-			// this request reached a server is not provable, so it is not
-			// replayed.
+			// been terminated") with the request's id: the session is of no
+			// further use; whether this request reached a server is not
+			// provable, so it is not replayed.
 			return verdict{kind: KindSessionExpired, rpc: w, invalidate: reasonRejected}
 		}
 		return verdict{kind: KindRPC, rpc: w}

@@ -17,11 +17,17 @@ import (
 // of error and evidence the pool can see:
 //
 //   - a request is sent again only when its own POST, carrying a session id,
-//     was answered 404, or when it never left the process (no POST) on an
-//     HTTP session that was already dead; never when the caller gave up;
+//     was answered 404, or 400 with a JSON-RPC error whose id is null (the
+//     server refused it before dispatch), or when it never left the process
+//     (no POST) on an HTTP session that was already dead; never when the
+//     caller gave up;
 //   - a retried request always drops its session;
-//   - KindTransport ("nothing ran") only when nothing reached the server:
-//     no POST was sent, or the connection could not be made;
+//   - KindTransport ("nothing ran") only when nothing ran: no POST was sent,
+//     the connection could not be made or the request was never handed on,
+//     or the server's answer proves it was not dispatched (413, or a 4xx
+//     JSON-RPC error with a null id);
+//   - the server's own JSON-RPC error, read from an answer go-sdk could not
+//     decode, is kept in every verdict that it explains;
 //   - KindRPC always carries the server's own error, never go-sdk's
 //     transport marker (-32005), and only from a server that answered;
 //   - the Kind is one of the four.
@@ -36,6 +42,7 @@ func FuzzClassify(f *testing.F) {
 		overHTTP               bool
 		posts, status          int
 		withSession, notWrit   bool
+		answer                 uint8
 	}{
 		{shape: 1, overHTTP: true, posts: 1, status: 404, withSession: true},               // the 404 retry
 		{shape: 0, overHTTP: true, posts: 0},                                               // dead session, never sent
@@ -45,10 +52,15 @@ func FuzzClassify(f *testing.F) {
 		{shape: 7, overHTTP: true, posts: 1, notWrit: true}, // connection refused
 		{shape: 2, code: -32042, overHTTP: false},           // stdio server error
 		{shape: 5, wraps: 3, code: -32601, overHTTP: true, posts: 2, status: 404, withSession: false},
+		{shape: 10, overHTTP: true, posts: 1, status: 400, withSession: true, answer: 1}, // server-everything after a restart
+		{shape: 10, overHTTP: true, posts: 1, status: 413, answer: 3},                    // body limit
+		{shape: 0, overHTTP: true, posts: 1, status: 401, withSession: true, answer: 1},  // auth gateway, null id
+		{shape: 0, overHTTP: true, posts: 1, status: 502, withSession: true, answer: 1},  // the studio's 502: the agent did not answer
+		{shape: 6, ctxShape: 1, overHTTP: true, posts: 1, status: 400, withSession: true, answer: 1},
 	} {
-		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit)
+		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit, s.answer)
 	}
-	f.Fuzz(func(t *testing.T, shape, wraps, ctxShape uint8, code int64, overHTTP bool, posts, status int, withSession, notWritten bool) {
+	f.Fuzz(func(t *testing.T, shape, wraps, ctxShape uint8, code int64, overHTTP bool, posts, status int, withSession, notWritten bool, answerShape uint8) {
 		err := fuzzError(shape, code)
 		for range wraps % 4 {
 			err = fmt.Errorf("layer: %w", err)
@@ -61,24 +73,47 @@ func FuzzClassify(f *testing.F) {
 			ctxErr = context.DeadlineExceeded
 		}
 		ev := evidence{overHTTP: overHTTP, posts: posts, status: status, withSession: withSession, notWritten: notWritten}
+		// What the server's error answer said, as the recorder read it.
+		serverSaid := &jsonrpc.Error{Code: -32000, Message: "Bad Request: No valid session ID provided"}
+		switch answerShape % 4 {
+		case 1:
+			ev.rpc, ev.rpcIDNull = serverSaid, true
+		case 2:
+			ev.rpc = serverSaid
+		}
 		v := classify(err, ev, ctxErr)
 
 		sessionDead := errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing)
-		own404 := overHTTP && posts > 0 && status == http.StatusNotFound && withSession
+		answered4xx := overHTTP && posts > 0 && status >= 400 && status < 500
+		own404 := answered4xx && status == http.StatusNotFound && withSession
+		nullID := answered4xx && ev.rpc != nil && ev.rpcIDNull
+		refused := nullID && status == http.StatusBadRequest && withSession
 		neverSent := overHTTP && posts == 0 && sessionDead
 		if v.retry {
 			if ctxErr != nil {
 				t.Fatalf("retry after the caller gave up: %+v for %v, %+v", v, err, ev)
 			}
-			if !own404 && !neverSent {
+			if !own404 && !refused && !neverSent {
 				t.Fatalf("retry without proof that the request never ran: %+v for %v, %+v", v, err, ev)
 			}
 			if v.invalidate == "" {
 				t.Fatalf("retry on the same session: %+v", v)
 			}
 		}
-		if v.kind == KindTransport && !notWritten && !(overHTTP && posts == 0) {
+		if refused && ctxErr == nil && !v.retry {
+			t.Fatalf("a session refused before dispatch is not recovered: %+v for %v, %+v", v, err, ev)
+		}
+		undispatched := nullID || answered4xx && status == http.StatusRequestEntityTooLarge
+		if v.kind == KindTransport && !notWritten && !(overHTTP && posts == 0) && !undispatched {
 			t.Fatalf("KindTransport (nothing ran) for a request that may have reached the server: %v, %+v", err, ev)
+		}
+		if ev.rpc != nil && answered4xx && v.rpc == nil && v.kind != KindOutcomeUnknown && !(overHTTP && posts == 0) {
+			t.Fatalf("the server's own error was dropped: %+v for %v, %+v", v, err, ev)
+		}
+		if _, fromSDK := rpcError(err); !fromSDK && ctxErr == nil && ev.rpc != nil && ev.rpcIDNull && status >= 500 && v.kind != KindOutcomeUnknown && !(overHTTP && posts == 0) && !notWritten {
+			// An intermediary's 5xx (the studio's 502) says the request may
+			// have reached the server behind it.
+			t.Fatalf("a 5xx with a null-id error is not outcome_unknown: %+v for %v, %+v", v, err, ev)
 		}
 		switch v.kind {
 		case KindSessionExpired, KindOutcomeUnknown, KindTransport:
@@ -99,7 +134,7 @@ func FuzzClassify(f *testing.F) {
 func fuzzError(shape uint8, code int64) error {
 	rpc := &jsonrpc.Error{Code: code, Message: "from the server"}
 	rejected := &jsonrpc.Error{Code: codeRejectedByTransport, Message: "rejected by transport"}
-	switch shape % 10 {
+	switch shape % 11 {
 	case 0:
 		return fmt.Errorf("calling %q: %w", "tools/call", mcp.ErrConnectionClosed)
 	case 1:
@@ -118,7 +153,12 @@ func fuzzError(shape uint8, code int64) error {
 		return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 	case 8:
 		return fmt.Errorf("%w: %w", rpc, mcp.ErrSessionMissing)
-	default:
+	case 9:
 		return fmt.Errorf("%w: %w", rejected, rpc)
+	default:
+		// go-sdk's error for an error answer it could not decode (a
+		// JSON-RPC error with a null id): the status text, and the session
+		// failed.
+		return fmt.Errorf("sending \"tools/call\": Bad Request")
 	}
 }

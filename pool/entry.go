@@ -44,6 +44,7 @@ type entry struct {
 	created     time.Time
 	lastUsed    time.Time
 	closeReason string
+	forced      bool // Shutdown is closing it under its calls (Pool.forceClose)
 
 	toolsMu  sync.Mutex // protects the three fields below
 	tools    []*mcp.Tool

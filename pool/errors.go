@@ -49,6 +49,10 @@ var (
 	ErrTransport      = errors.New("mcp transport failure")
 	ErrRPC            = errors.New("mcp server error")
 
+	// ErrProtocolVersion is wrapped by the error of a dial whose server
+	// negotiated another protocol version than the Server's pin.
+	ErrProtocolVersion = errors.New("protocol version not supported by the server")
+
 	// ErrClosed is returned (wrapped in a KindTransport *Error) by operations
 	// on a closed Pool.
 	ErrClosed = errors.New("pool closed")
@@ -62,9 +66,19 @@ type Error struct {
 	Method string // "tools/call", "tools/list", "initialize"
 	Tool   string // for tools/call
 
-	// Code and Message are the JSON-RPC error's, when there is one.
+	// Code and Message are the JSON-RPC error's, when there is one: the
+	// server's own, also when go-sdk dropped it (an error body whose id is
+	// null) and for Kinds other than KindRPC.
 	Code    int64
 	Message string
+
+	// Status is the HTTP status of an error answer (400 and up) to the
+	// request's own POST (or, for initialize, to the dial's last POST).
+	// Body is that answer's body when it was not a JSON-RPC error, at most
+	// 512 bytes; Authenticate its WWW-Authenticate header.
+	Status       int
+	Body         string
+	Authenticate string
 
 	// Retried reports that the pool re-initialized the session and sent the
 	// request once more.
@@ -83,10 +97,24 @@ func (e *Error) Error() string {
 		s += " (after re-initializing the session)"
 	}
 	if e.Kind == KindRPC {
-		return fmt.Sprintf("%s: JSON-RPC error %d: %s", s, e.Code, e.Message)
+		s += fmt.Sprintf(": JSON-RPC error %d: %s", e.Code, e.Message)
+	} else {
+		if e.Err != nil {
+			s += ": " + e.Err.Error()
+		}
+		if e.Message != "" {
+			s += fmt.Sprintf(" (the server said: JSON-RPC error %d: %s)", e.Code, e.Message)
+		}
 	}
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
+	if e.Status != 0 {
+		s += fmt.Sprintf(" [HTTP %d", e.Status)
+		if e.Body != "" {
+			s += fmt.Sprintf(", body %q", e.Body)
+		}
+		if e.Authenticate != "" {
+			s += ", WWW-Authenticate: " + e.Authenticate
+		}
+		s += "]"
 	}
 	return s
 }

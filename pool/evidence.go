@@ -1,14 +1,18 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // go-sdk retires every call in flight on a session with the ErrSessionMissing
@@ -38,22 +42,105 @@ type probe struct {
 	withSession bool       // the first POST carried Mcp-Session-Id
 	notWritten  bool       // the first POST failed before anything reached the server
 	sendErr     error      // the first POST's own transport error, if any
+	answer      answer     // what the first POST's error answer (status >= 400) said
 }
+
+// answer is what a server said in an error answer (status >= 400) to a
+// request's own POST, read by the recorder before go-sdk sees the body.
+// go-sdk decodes a JSON-RPC error body only when its id is a request's, and
+// otherwise reports the status text alone; the pool keeps what the server
+// said, in every error it returns.
+type answer struct {
+	rpc          *jsonrpc.Error // the body was a JSON-RPC error response
+	rpcIDNull    bool           // ... whose id was null or absent
+	body         string         // the body otherwise, at most maxErrorBody bytes
+	authenticate string         // the WWW-Authenticate header
+}
+
+// maxErrorBody bounds how much of an error answer's body is read for the
+// error message (and to parse a JSON-RPC error): enough for any server's
+// message, little enough that a hostile server cannot make errors large.
+const maxErrorBody = 512
+
+func newProbe() *probe { return &probe{noticeSent: make(chan struct{})} }
 
 func withProbe(ctx context.Context, p *probe) context.Context {
 	return context.WithValue(ctx, probeKey{}, p)
 }
 
 // record notes what happened to the request's first POST.
-func (p *probe) record(resp *http.Response, err error, withSession bool) {
+func (p *probe) record(resp *http.Response, err error, withSession, notWritten bool, a answer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.withSession = withSession
 	if err != nil {
-		p.notWritten, p.sendErr = isNotWritten(err), err
+		p.notWritten, p.sendErr = notWritten || isNotWritten(err), err
 		return
 	}
 	p.status = resp.StatusCode
+	p.answer = a
+}
+
+// readAnswer reads what an error answer says, and puts the bytes read back
+// in front of the rest of the body for go-sdk.
+func readAnswer(resp *http.Response) answer {
+	a := answer{authenticate: resp.Header.Get("WWW-Authenticate")}
+	buf, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
+	var msg struct {
+		ID    json.RawMessage `json:"id"`
+		Error *jsonrpc.Error  `json:"error"`
+	}
+	if len(buf) <= maxErrorBody && json.Unmarshal(buf, &msg) == nil && msg.Error != nil {
+		a.rpc = msg.Error
+		a.rpcIDNull = len(msg.ID) == 0 || string(msg.ID) == "null"
+		return a
+	}
+	a.body = string(bytes.TrimSpace(buf[:min(len(buf), maxErrorBody)]))
+	return a
+}
+
+// addTo puts what the server said on pe.
+func (a answer) addTo(pe *Error, status int) {
+	if status < 400 {
+		return
+	}
+	pe.Status, pe.Body, pe.Authenticate = status, a.body, a.authenticate
+	if a.rpc != nil && pe.Message == "" {
+		pe.Code, pe.Message = a.rpc.Code, a.rpc.Message
+	}
+}
+
+// answered returns the first POST's status and error answer.
+func (p *probe) answered() (int, answer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status, p.answer
+}
+
+type dialLogKey struct{}
+
+// A dialLog records the last error answer to any POST of a dial
+// (server/discover, initialize), for the dial's error.
+type dialLog struct {
+	mu     sync.Mutex
+	status int
+	answer answer
+}
+
+func (d *dialLog) set(status int, a answer) {
+	d.mu.Lock()
+	d.status, d.answer = status, a
+	d.mu.Unlock()
+}
+
+func (d *dialLog) get() (int, answer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.status, d.answer
 }
 
 // ownError returns the error of this request's own POST when it never reached
@@ -78,6 +165,8 @@ func (p *probe) evidence(overHTTP bool) evidence {
 		status:      p.status,
 		withSession: p.withSession,
 		notWritten:  p.notWritten,
+		rpc:         p.answer.rpc,
+		rpcIDNull:   p.answer.rpcIDNull,
 	}
 }
 
@@ -131,12 +220,28 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 			notice = p
 		}
 	}
-	resp, err := r.base.RoundTrip(out)
+	// A request whose context ended before it was handed on is not sent at
+	// all, so that the pool knows it never reached the server (net/http
+	// could fail it before or after writing, and would not say which).
+	var resp *http.Response
+	err := ctx.Err()
+	cancelledFirst := err != nil
+	if cancelledFirst {
+		err = fmt.Errorf("not sent: %w", context.Cause(ctx))
+	} else {
+		resp, err = r.base.RoundTrip(out)
+	}
 	if notice != nil {
 		notice.noticeOnce.Do(func() { close(notice.noticeSent) })
 	}
 	if pr != nil {
-		pr.record(resp, err, withSession)
+		var a answer
+		if err == nil && resp.StatusCode >= 400 {
+			a = readAnswer(resp)
+		}
+		pr.record(resp, err, withSession, cancelledFirst, a)
+	} else if dl, ok := ctx.Value(dialLogKey{}).(*dialLog); ok && err == nil && resp.StatusCode >= 400 && req.Method == http.MethodPost {
+		dl.set(resp.StatusCode, readAnswer(resp))
 	}
 	if err != nil {
 		stop()

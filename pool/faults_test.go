@@ -237,7 +237,7 @@ func TestListPathRecoversAndKeepsErrorType(t *testing.T) {
 
 func TestToolListCache(t *testing.T) {
 	ts := newTestServer(t, false)
-	p := newTestPool(t, &Options{ToolsTTL: time.Hour})
+	p := newTestPool(t, &Options{ToolsTTL: time.Hour, Notifications: true})
 	srv := server(ts, "a")
 	for range 3 {
 		if _, err := p.ListTools(context.Background(), srv); err != nil {
@@ -421,7 +421,7 @@ func TestStandaloneGET404ReplacesSession(t *testing.T) {
 		}
 		return false
 	})
-	p := newTestPool(t, nil)
+	p := newTestPool(t, &Options{Notifications: true})
 	srv := server(ts, "a")
 	mustCall(t, p, srv, "echo", "1")
 	eventually(t, "the session to die on the GET stream's 404", func() bool {
@@ -457,7 +457,7 @@ func TestStatelessAndNewEraThroughOnePool(t *testing.T) {
 	stateless.Restart()
 	mustCall(t, p, servers[1], "echo", "after-restart")
 	p.mu.Lock()
-	era := p.eras[servers[1].key()]
+	era := p.keys[servers[1].key()].era
 	p.mu.Unlock()
 	if era != Protocol20260728 {
 		t.Fatalf("discovered era = %q, want %s", era, Protocol20260728)

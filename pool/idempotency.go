@@ -172,6 +172,8 @@ func (c *keyedCall) again(ctx context.Context, err error) bool {
 	case <-t.C:
 	case <-ctx.Done():
 		return false
+	case <-c.p.closeNow:
+		return false // the pool is closing: the resend would fail with ErrClosed
 	}
 	c.p.idem.keyedRetries.Add(1)
 	c.p.log.DebugContext(ctx, "sending a keyed call again", "attempt", c.attempt+1, "cause", err)

@@ -74,7 +74,7 @@ func resetFirst(ts *mcptest.Server, id string) {
 	})
 }
 
-func echo(id string) *mcp.CallToolParams {
+func echoCall(id string) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"id": id, "text": "hi " + id}}
 }
 
@@ -88,7 +88,7 @@ func TestKeyedResendIsReplay(t *testing.T) {
 	p := pool.New(nil)
 	defer p.Close()
 	var info pool.CallInfo
-	res, err := p.CallTool(pool.WithCallInfo(t.Context(), &info), &pool.Server{Name: "s", URL: ts.URL()}, echo("a"))
+	res, err := p.CallTool(pool.WithCallInfo(t.Context(), &info), &pool.Server{Name: "s", URL: ts.URL()}, echoCall("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestStrangerUnchanged(t *testing.T) {
 	p := pool.New(nil)
 	defer p.Close()
 	var info pool.CallInfo
-	_, err := p.CallTool(pool.WithCallInfo(t.Context(), &info), &pool.Server{Name: "s", URL: ts.URL()}, echo("a"))
+	_, err := p.CallTool(pool.WithCallInfo(t.Context(), &info), &pool.Server{Name: "s", URL: ts.URL()}, echoCall("a"))
 	if !errors.Is(err, pool.ErrOutcomeUnknown) {
 		t.Fatalf("err %v, want outcome_unknown", err)
 	}
@@ -144,14 +144,14 @@ func TestCallerKey(t *testing.T) {
 	srv := &pool.Server{Name: "s", URL: ts.URL()}
 	key := idempotency.NewKey(time.Now())
 	ctx := pool.WithIdempotencyKey(t.Context(), key)
-	if _, err := p.CallTool(ctx, srv, echo("a")); err != nil {
+	if _, err := p.CallTool(ctx, srv, echoCall("a")); err != nil {
 		t.Fatal(err)
 	}
 	var info pool.CallInfo
-	if _, err := p.CallTool(pool.WithCallInfo(ctx, &info), srv, echo("a")); err != nil || !info.Replayed {
+	if _, err := p.CallTool(pool.WithCallInfo(ctx, &info), srv, echoCall("a")); err != nil || !info.Replayed {
 		t.Fatalf("repeat: %v, %+v", err, info)
 	}
-	_, err := p.CallTool(ctx, srv, echo("b"))
+	_, err := p.CallTool(ctx, srv, echoCall("b"))
 	if !errors.Is(err, pool.ErrIdempotencyConflict) || !errors.Is(err, pool.ErrRPC) {
 		t.Fatalf("other call, same key: %v", err)
 	}
@@ -193,7 +193,7 @@ func TestKeyedResendAcrossRestart(t *testing.T) {
 	p := pool.New(nil)
 	defer p.Close()
 	var info pool.CallInfo
-	if _, err := p.CallTool(pool.WithCallInfo(t.Context(), &info), &pool.Server{Name: "s", URL: ts.URL()}, echo("r")); err != nil {
+	if _, err := p.CallTool(pool.WithCallInfo(t.Context(), &info), &pool.Server{Name: "s", URL: ts.URL()}, echoCall("r")); err != nil {
 		t.Fatal(err)
 	}
 	if ts.Executions("r") != 1 || !info.Replayed {

@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 )
 
 // maxRetries bounds how often one request is sent again on a new session. A
@@ -32,6 +31,7 @@ var (
 	testHookClose        = func(inUse int) {} // a close starts; called with p.mu held
 	testHookCleanerSwept = func() {}          // the idle cleaner finished a sweep
 	testHookAwaitNotices = func(n int) {}     // a close waits for n cancel notices
+	testHookAcquireWait  = func(k key) {}     // a caller is about to wait for k's dial; p.mu not held
 )
 
 // Options configure a Pool. The zero value of every field means its default.
@@ -40,9 +40,25 @@ type Options struct {
 	DialTimeout  time.Duration // bound on connect+initialize; default 30s
 	CloseTimeout time.Duration // bound on a background close; default 10s
 	ToolsTTL     time.Duration // tools/list cache lifetime; default 1m; negative: no cache
-	HTTPClient   *http.Client  // its Transport carries every request; default http.DefaultTransport
-	Logger       *slog.Logger  // default: discard
-	ClientInfo   *mcp.Implementation
+	// Transport carries every HTTP request. Default: a transport of the
+	// pool's own, tuned for many concurrent calls to few hosts (see
+	// defaultTransport).
+	Transport http.RoundTripper
+	// HTTPClient is read for its Transport only.
+	//
+	// Deprecated: set Transport; HTTPClient.Transport is used when Transport
+	// is nil.
+	HTTPClient *http.Client
+	Logger     *slog.Logger // default: discard
+	ClientInfo *mcp.Implementation
+	// Notifications keeps every HTTP session's standalone GET stream open,
+	// so that the server's notifications (tools/list_changed, which drops
+	// the tool cache at once) arrive while the session is idle. Off, an idle
+	// session holds no stream, no connection and no goroutine of its own;
+	// the tool cache is then correct within ToolsTTL, and a session the
+	// server forgot is found on its next request (404, retried). Progress
+	// needs no stream: it comes on the call's own response.
+	Notifications bool
 	// MaxConcurrentPerServer caps the requests in flight per pool key;
 	// waiting callers honour their contexts. Zero means no cap.
 	MaxConcurrentPerServer int
@@ -63,23 +79,26 @@ type Pool struct {
 	base    http.RoundTripper
 	log     *slog.Logger
 	tracer  trace.Tracer
-	dials   singleflight.Group
 	bg      sync.WaitGroup // dials, entries until closed, watchers, the cleaner; Add only under mu while !closed, or while holding a count
 	tokenID atomic.Uint64  // progress tokens
 
-	progress sync.Map  // progress token (string) -> func(*mcp.ProgressNotificationParams)
+	// life is cancelled when a Shutdown's context ends before the calls in
+	// flight do: dials in progress and every request still running are
+	// aborted then.
+	life  context.Context
+	abort context.CancelFunc
+
+	progress progressRoutes
 	idem     idemState // idempotency.go
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
 	entries   map[key]*entry      // live entries
+	dialing   map[key]*dialCall   // dials in progress: at most one per key, and only for a key without a live entry
 	draining  map[*entry]struct{} // out of the map, not yet closed
-	gens      map[key]uint64      // last dial generation per key
-	reinit    map[key]bool        // the last entry of key was lost to expiry or death
-	eras      map[key]string      // negotiated protocol version per key, pinned on re-dial
+	keys      map[key]*keyState   // what outlives one session of a key; bounded, see keyStateLocked
 	sems      map[key]*semaphore  // per-key concurrency caps, while anyone uses them
 	cleanerOn bool                // the idle cleaner runs
-	lingering []*time.Timer       // progress tokens of finished calls, see forgetProgress
 	closeNow  chan struct{}       // closed by Close; stops the cleaner
 	counters  counters            // for Stats
 }
@@ -93,10 +112,9 @@ type counters struct {
 func New(opts *Options) *Pool {
 	p := &Pool{
 		entries:  make(map[key]*entry),
+		dialing:  make(map[key]*dialCall),
 		draining: make(map[*entry]struct{}),
-		gens:     make(map[key]uint64),
-		reinit:   make(map[key]bool),
-		eras:     make(map[key]string),
+		keys:     make(map[key]*keyState),
 		sems:     make(map[key]*semaphore),
 		closeNow: make(chan struct{}),
 		counters: counters{invalidations: map[string]int64{}, closes: map[string]int64{}},
@@ -120,10 +138,15 @@ func New(opts *Options) *Pool {
 	if o.ClientInfo == nil {
 		o.ClientInfo = &mcp.Implementation{Name: "switchboard-pool", Version: "0.1.0"}
 	}
-	p.base = http.DefaultTransport
-	if o.HTTPClient != nil && o.HTTPClient.Transport != nil {
+	switch {
+	case o.Transport != nil:
+		p.base = o.Transport
+	case o.HTTPClient != nil && o.HTTPClient.Transport != nil:
 		p.base = o.HTTPClient.Transport
+	default:
+		p.base = defaultTransport()
 	}
+	p.life, p.abort = context.WithCancel(context.Background())
 	p.tracer = newTracer(o.TracerProvider)
 	p.log = o.Logger
 	if p.log == nil {
@@ -138,14 +161,21 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 	if params == nil {
 		params = &mcp.CallToolParams{}
 	}
-	params = p.withProgressToken(ctx, params)
-	if tok := params.GetProgressToken(); tok != nil {
-		defer p.forgetProgress(tok)
+	token, progress := p.progressToken(ctx)
+	if progress != nil {
+		params = withMeta(params, map[string]string{"progressToken": token})
 	}
 	var res *mcp.CallToolResult
 	kc := p.newKeyedCall(ctx, srv) // idempotency.go
 	for {
-		err := p.do(ctx, srv, "tools/call", params.Name, func(ctx context.Context, e *entry) error {
+		err := p.do(ctx, srv, "tools/call", params.Name, func(a *attempt, e *entry) error {
+			if progress != nil {
+				// Each attempt's session routes the token; a retry's new
+				// session gets a route of its own.
+				p.progress.add(e, token, progress)
+				defer p.progress.end(e, token)
+			}
+			ctx := a.request()
 			r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, kc.paramsFor(e, params)))
 			res = r
 			return err
@@ -161,16 +191,19 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 // notifications/tools/list_changed and after Options.ToolsTTL.
 func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
-	err := p.do(ctx, srv, "tools/list", "", func(ctx context.Context, e *entry) error {
+	err := p.do(ctx, srv, "tools/list", "", func(a *attempt, e *entry) error {
 		cached, ok, ver := e.cachedTools(time.Now(), p.opts.ToolsTTL)
 		if ok {
 			tools = slices.Clone(cached) // callers may reorder or trim their list
 			return nil
 		}
+		// Each page is a request of its own with its own probe, so that a
+		// 404 to page 2 is evidence about page 2. A retry lists again from
+		// the first page, on the new session.
 		var all []*mcp.Tool
 		params := &mcp.ListToolsParams{}
 		for {
-			res, err := e.cs.ListTools(ctx, params)
+			res, err := e.cs.ListTools(a.request(), params)
 			if err != nil {
 				return err
 			}
@@ -191,7 +224,7 @@ func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) 
 
 // do runs op on a pooled session for srv, invalidating the session and
 // retrying once on a new one when the failure proves op did not run.
-func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func(context.Context, *entry) error) (err error) {
+func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func(*attempt, *entry) error) (err error) {
 	if srv != nil {
 		var span trace.Span
 		ctx, span = p.startRequestSpan(ctx, srv, method, tool)
@@ -209,13 +242,13 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 
 	retried := false
 	info := callInfoFrom(ctx)
-	for attempt := 0; ; attempt++ {
+	for n := 0; ; n++ {
 		e, err := p.acquire(ctx, srv, k)
 		if err != nil {
 			var pe *Error
 			if errors.As(err, &pe) {
 				pe.Method, pe.Tool = method, tool
-				if attempt > 0 {
+				if n > 0 {
 					// The session expired and re-initializing it failed.
 					pe.Kind = KindSessionExpired
 					pe.Err = fmt.Errorf("re-initializing the session failed: %w", pe.Err)
@@ -224,14 +257,18 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			}
 			return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		}
-		pr := &probe{noticeSent: make(chan struct{})}
 		if info != nil {
-			info.Attempts, info.Retried = attempt+1, retried
+			info.Attempts, info.Retried = n+1, retried
 		}
-		err = op(withProbe(ctx, pr), e)
+		a := attempt{base: ctx}
+		err = op(&a, e)
 		if err == nil {
 			p.release(e)
 			return nil
+		}
+		pr := a.pr
+		if pr == nil {
+			pr = newProbe() // op failed before its first request: no POST
 		}
 		ev := pr.evidence(e.http)
 		v := classify(err, ev, ctx.Err())
@@ -246,7 +283,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.invalidate(e, v.invalidate)
 		}
 		p.release(e)
-		if v.retry && attempt < maxRetries {
+		if v.retry && n < maxRetries {
 			p.mu.Lock()
 			p.counters.retries++
 			p.mu.Unlock()
@@ -262,8 +299,65 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 		if v.rpc != nil {
 			pe.Code, pe.Message = v.rpc.Code, v.rpc.Message
 		}
+		status, said := pr.answered()
+		said.addTo(pe, status)
 		return pe
 	}
+}
+
+// An attempt is one try of a pool operation on one session. Each request
+// the operation sends (a call, one page of a list) takes a probe of its own
+// with request; the evidence of a failure is the probe of the request that
+// failed, the last one taken.
+type attempt struct {
+	base context.Context
+	pr   *probe
+}
+
+// request returns the context for the attempt's next request.
+func (a *attempt) request() context.Context {
+	a.pr = newProbe()
+	return withProbe(a.base, a.pr)
+}
+
+// A keyState is what the pool remembers about a key across its sessions:
+// the last dial generation, the negotiated era (pinned on re-dial), and
+// whether the last session was lost to expiry or death (so that the next
+// dial is a re-initialization). None of it is needed for correctness: a key
+// that lost its state starts afresh (generation 1, its era discovered again).
+type keyState struct {
+	gen    uint64
+	era    string
+	reinit bool
+}
+
+// maxKeyStates bounds the states kept for keys with neither a live entry nor
+// a dial in progress: a pool that sees many identities over time, with the
+// idle sweep off or keys invalidated and never dialed again, must not keep
+// one per identity it ever served.
+var maxKeyStates = 4096
+
+// keyStateLocked returns k's state, creating it, and when the states of
+// keys at rest exceed maxKeyStates, forgets half of them. p.mu must be held.
+func (p *Pool) keyStateLocked(k key) *keyState {
+	if ks := p.keys[k]; ks != nil {
+		return ks
+	}
+	if len(p.keys)-len(p.entries)-len(p.dialing) >= maxKeyStates {
+		drop := len(p.keys) - len(p.entries) - len(p.dialing) - maxKeyStates/2
+		for kk := range p.keys {
+			if drop <= 0 {
+				break
+			}
+			if p.entries[kk] == nil && p.dialing[kk] == nil {
+				delete(p.keys, kk)
+				drop--
+			}
+		}
+	}
+	ks := &keyState{}
+	p.keys[k] = ks
+	return ks
 }
 
 // A semaphore caps the requests in flight for one key. It lives in
@@ -316,6 +410,19 @@ func (p *Pool) admit(ctx context.Context, k key) (release func(), err error) {
 	}
 }
 
+// A dialCall is a dial in progress for one key. The first caller that finds
+// neither a live entry nor a dial for its key reserves one under p.mu, in the
+// same critical section as the lookup (database/sql counts numOpen before it
+// opens; net/http's Transport queues a wantConn), and every later caller
+// waits for that one. Deciding under the lock and reserving after unlocking
+// would let a caller that looked just before a dial was installed start a
+// second one for the same key.
+type dialCall struct {
+	done chan struct{} // closed when e or err is set
+	e    *entry        // the installed entry; nil on failure
+	err  error
+}
+
 // acquire returns a live entry for k with its use count taken, dialing one if
 // there is none. Concurrent callers share one dial.
 func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) {
@@ -330,20 +437,19 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) 
 		p.mu.Unlock()
 		return e, nil
 	}
+	dc := p.dialing[k]
+	if dc == nil {
+		dc = p.startDialLocked(ctx, srv, k)
+	}
 	p.mu.Unlock()
+	testHookAcquireWait(k)
 
-	// The dial is shared, and must not fail for everyone when the first
-	// caller gives up: it runs on a context without the caller's cancellation,
-	// bounded by DialTimeout instead.
-	ch := p.dials.DoChan(k.String(), func() (any, error) {
-		return p.dial(context.WithoutCancel(ctx), srv, k)
-	})
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
+	case <-dc.done:
+		if dc.err != nil {
+			return nil, dc.err
 		}
-		e := r.Val.(*entry)
+		e := dc.e
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if e.state != stateLive {
@@ -359,25 +465,32 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) 
 
 func (k key) String() string { return k.endpoint + "\x00" + k.identity + "\x00" + k.protocol }
 
-// dial connects a new session for k and installs it as the live entry.
-func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: ErrClosed}
-	}
-	p.bg.Add(1)
-	defer p.bg.Done()
-	p.gens[k]++
-	gen := p.gens[k]
+// startDialLocked reserves the dial of k and starts it. p.mu must be held,
+// the pool open, and k without a live entry or a dial.
+//
+// The dial is shared, and must not fail for everyone when the first caller
+// gives up: it runs on a context without the caller's cancellation (but with
+// its values, so its span is the request's child), bounded by DialTimeout
+// and by the pool's life instead.
+func (p *Pool) startDialLocked(ctx context.Context, srv *Server, k key) *dialCall {
+	dc := &dialCall{done: make(chan struct{})}
+	p.dialing[k] = dc
+	ks := p.keyStateLocked(k)
+	ks.gen++
 	version := srv.ProtocolVersion
 	if version == "" {
-		version = p.eras[k]
+		version = ks.era
 	}
-	reinit := p.reinit[k]
 	p.counters.dials++
-	p.mu.Unlock()
+	p.bg.Add(1)
+	go p.dial(context.WithoutCancel(ctx), *srv, k, dc, ks.gen, version, ks.reinit)
+	return dc
+}
 
+// dial connects a new session for k and installs it as the live entry,
+// then completes dc. It runs in its own goroutine, holding a count on p.bg.
+func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen uint64, version string, reinit bool) {
+	defer p.bg.Done()
 	spanName := "pool.dial"
 	if reinit {
 		spanName = "pool.reinitialize"
@@ -387,45 +500,72 @@ func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
 		attribute.Int64("switchboard.pool.generation", int64(gen)),
 		attribute.Bool("switchboard.pool.reinitialization", reinit),
 	))
-	var dialErr error
-	defer func() { endSpan(span, dialErr) }()
-
 	ctx, cancel := context.WithTimeout(ctx, p.opts.DialTimeout)
-	defer cancel()
-	e, err := p.connect(ctx, srv, k, gen, version)
+	stop := context.AfterFunc(p.life, cancel)
+	dl := &dialLog{}
+	ctx = context.WithValue(ctx, dialLogKey{}, dl)
+	e, err := p.connect(ctx, &srv, k, gen, version)
 	if errors.Is(err, errStaleInitialize) {
 		// A server/discover answer set a session id that go-sdk would have
 		// sent on its fallback initialize. Dial afresh with the era pinned.
-		e, err = p.connect(ctx, srv, k, gen, Protocol20251125)
+		e, err = p.connect(ctx, &srv, k, gen, Protocol20251125)
 	}
+	stop()
+	cancel()
+	if err == nil && srv.ProtocolVersion != "" {
+		if got := e.cs.InitializeResult().ProtocolVersion; got != srv.ProtocolVersion {
+			// go-sdk falls back to the version the server offers; a pin says
+			// the caller needs this one.
+			e.cs.Close()
+			e.abort()
+			err = fmt.Errorf("%w: the server speaks MCP %s, and the pin (protocolVersion) is %s", ErrProtocolVersion, got, srv.ProtocolVersion)
+		}
+	}
+
 	if err != nil {
 		pe := &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: err}
 		if w, ok := rpcError(err); ok {
 			pe.Kind, pe.Code, pe.Message = KindRPC, w.Code, w.Message
 		}
+		status, a := dl.get()
+		a.addTo(pe, status)
 		p.mu.Lock()
+		delete(p.dialing, k)
 		p.counters.dialFailures++
 		p.mu.Unlock()
-		dialErr = pe
-		return nil, pe
+		endSpan(span, pe)
+		dc.err = pe
+		close(dc.done)
+		return
 	}
 
 	// The entry holds a count on p.bg from here until its close completes,
 	// so Close waits for entries still in use to be released and closed.
 	p.bg.Add(1)
 	p.mu.Lock()
+	delete(p.dialing, k)
 	if p.closed {
 		e.state = stateClosed
 		p.mu.Unlock()
 		p.closeEntry(e, reasonClosed)
-		return nil, &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: ErrClosed}
+		dc.err = &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: ErrClosed}
+		endSpan(span, dc.err)
+		close(dc.done)
+		return
 	}
+	if p.entries[k] != nil {
+		// Only a reserved dial installs, and a key has a dial only while
+		// it has no live entry.
+		p.mu.Unlock()
+		panic("pool: a dial found its key's slot taken")
+	}
+	ks := p.keyStateLocked(k)
 	if res := e.cs.InitializeResult(); res != nil && srv.ProtocolVersion == "" {
-		p.eras[k] = res.ProtocolVersion
+		ks.era = res.ProtocolVersion
 	}
 	if reinit {
 		p.counters.reinits++
-		p.reinit[k] = false
+		ks.reinit = false
 	}
 	now := time.Now()
 	e.created, e.lastUsed = now, now
@@ -436,7 +576,9 @@ func (p *Pool) dial(ctx context.Context, srv *Server, k key) (*entry, error) {
 
 	go p.watch(e)
 	p.log.DebugContext(ctx, "session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
-	return e, nil
+	endSpan(span, nil)
+	dc.e = e
+	close(dc.done)
 }
 
 // connect builds the transport and runs MCP initialization (or discovery).
@@ -445,14 +587,17 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e.abortCtx, e.abort = context.WithCancel(context.Background())
 	e.onExpiry = func() { p.invalidate(e, reasonExpired) }
 	client := mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() },
-		ProgressNotificationHandler: p.routeProgress,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() },
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p.progress.route(e, req)
+		},
 	})
 	var t mcp.Transport
 	if e.http {
 		t = &mcp.StreamableClientTransport{
-			Endpoint:   srv.URL,
-			HTTPClient: &http.Client{Transport: &recorder{base: p.base, headers: srv.Headers, entry: e}},
+			Endpoint:             srv.URL,
+			HTTPClient:           &http.Client{Transport: &recorder{base: p.base, headers: srv.Headers, entry: e}},
+			DisableStandaloneSSE: !p.opts.Notifications,
 		}
 	} else {
 		cmd := exec.Command(srv.Command, srv.Args...)
@@ -520,7 +665,7 @@ func (p *Pool) invalidate(e *entry, reason string) {
 	}
 	p.counters.invalidations[reason]++
 	if reason == reasonExpired || reason == reasonDied || reason == reasonRejected || reason == reasonBroken {
-		p.reinit[e.key] = true
+		p.keyStateLocked(e.key).reinit = true
 	}
 	e.closeReason = reason
 	closeIt := e.inUse == 0
@@ -595,39 +740,84 @@ func (p *Pool) awaitNotices(notices []*probe) {
 	}
 }
 
-// Close closes every session (sending DELETE where one is live), waits for
-// calls in flight to finish and for all background work. It is idempotent.
+// Close closes every session (sending DELETE where one is live), and waits
+// for the calls in flight to return and for all background work. It is
+// idempotent, and Shutdown(context.Background()).
 func (p *Pool) Close() error {
+	return p.Shutdown(context.Background())
+}
+
+// Shutdown closes the pool as Close does, waiting for calls in flight until
+// ctx is done, as http.Server.Shutdown does for its connections. Then it
+// aborts them (their requests are cancelled and their sessions closed under
+// them, so they return outcome_unknown or transport errors) together with
+// any dial in progress, waits for that to take effect, and returns ctx's
+// error. Dials and closes are themselves bounded by DialTimeout and
+// CloseTimeout, so after the abort Shutdown returns within those bounds.
+func (p *Pool) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
-	if p.closed {
+	if !p.closed {
+		p.closed = true
+		close(p.closeNow)
+		p.progress.close()
+		var now []*entry
+		for k, e := range p.entries {
+			delete(p.entries, k)
+			e.closeReason = reasonClosed
+			if e.inUse == 0 {
+				e.state = stateClosed
+				now = append(now, e)
+			} else {
+				e.state = stateDraining
+				p.draining[e] = struct{}{}
+			}
+		}
 		p.mu.Unlock()
+		for _, e := range now {
+			p.closeEntry(e, reasonClosed)
+		}
+	} else {
+		p.mu.Unlock()
+	}
+
+	done := make(chan struct{})
+	go func() {
 		p.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
 		return nil
+	case <-ctx.Done():
 	}
-	p.closed = true
-	close(p.closeNow)
-	for _, t := range p.lingering {
-		t.Stop()
-	}
-	p.lingering = nil
-	var now []*entry
-	for k, e := range p.entries {
-		delete(p.entries, k)
-		e.closeReason = reasonClosed
-		if e.inUse == 0 {
-			e.state = stateClosed
-			now = append(now, e)
-		} else {
-			e.state = stateDraining
-			p.draining[e] = struct{}{}
+	p.abort()
+	p.mu.Lock()
+	var stuck []*entry
+	for e := range p.draining {
+		if e.state == stateDraining && !e.forced {
+			// The count on p.bg is taken under the lock while the entry
+			// still holds its own, so the group never reaches zero between.
+			e.forced = true
+			p.bg.Add(1)
+			stuck = append(stuck, e)
 		}
 	}
 	p.mu.Unlock()
-	for _, e := range now {
-		p.closeEntry(e, reasonClosed)
+	for _, e := range stuck {
+		go p.forceClose(e)
 	}
-	p.bg.Wait()
-	return nil
+	<-done
+	return ctx.Err()
+}
+
+// forceClose aborts every request of e and closes its session under the
+// calls still running on it, for a Shutdown whose context ended: their
+// results are lost. The entry's own close follows when they release it. It
+// runs in a goroutine holding a count on p.bg.
+func (p *Pool) forceClose(e *entry) {
+	defer p.bg.Done()
+	e.abort()
+	e.cs.Close()
 }
 
 // Stats reports the pool's current state and counters.
@@ -664,6 +854,7 @@ func (p *Pool) Stats() Stats {
 			s.InUse++
 		}
 	}
+	s.Dialing = len(p.dialing)
 	return s
 }
 
@@ -673,6 +864,9 @@ type Stats struct {
 	Open  int `json:"open"`   // sessions open: live plus draining
 	InUse int `json:"in_use"` // sessions with requests in flight
 	Idle  int `json:"idle"`   // live sessions without requests in flight
+	// Dialing is the number of sessions being established (at most one per
+	// key); they are not yet counted in Open.
+	Dialing int `json:"dialing"`
 
 	Dials             int64 `json:"dials"`             // connect+initialize attempts
 	DialFailures      int64 `json:"dial_failures"`     // attempts that failed
@@ -695,3 +889,16 @@ type Stats struct {
 }
 
 var _ io.Closer = (*Pool)(nil)
+
+// defaultTransport is the pool's HTTP transport when Options give none.
+// http.DefaultTransport keeps 2 idle connections per host: with more
+// concurrent calls to one server than that, every call beyond the second
+// opens (and soon closes) a connection of its own. A pool talks to few hosts
+// with many concurrent calls, so it keeps enough idle connections per host
+// for real concurrency and bounds the total instead.
+func defaultTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	return t
+}

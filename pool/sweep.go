@@ -48,9 +48,7 @@ func (p *Pool) collectIdle(now time.Time) []*entry {
 			// sees many identities over time must not keep an entry per
 			// identity it ever served. A later dial of k starts afresh
 			// (generation 1, its era discovered again unless pinned).
-			delete(p.gens, k)
-			delete(p.eras, k)
-			delete(p.reinit, k)
+			delete(p.keys, k)
 			e.state = stateClosed
 			e.closeReason = reasonIdle
 			idle = append(idle, e)

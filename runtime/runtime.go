@@ -15,12 +15,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 // Errors of a turn, for errors.Is.
@@ -34,7 +37,23 @@ var (
 	ErrStepLimit = errors.New("step limit reached")
 	// ErrModel wraps a failure of the chat API itself.
 	ErrModel = errors.New("model request failed")
+	// ErrModelTimeout is the cause of a model request that got no answer
+	// within Options.ModelTimeout; it comes wrapped in ErrModel.
+	ErrModelTimeout = errors.New("model request timed out")
 )
+
+// DefaultModelTimeout bounds one model request (one chat completion) when
+// neither Options.ModelTimeout nor $SWITCHBOARD_MODEL_TIMEOUT says
+// otherwise: long enough for a large model to write a long answer, short
+// enough that an endpoint which accepted the connection and never answers
+// is reported while the person who asked is still there.
+const DefaultModelTimeout = 2 * time.Minute
+
+// EnvModelTimeout names the variable (a Go duration, "90s") that sets the
+// model request deadline of every agent that does not set
+// Options.ModelTimeout; `agent serve --model-timeout` and `ask
+// --model-timeout` set it.
+const EnvModelTimeout = "SWITCHBOARD_MODEL_TIMEOUT"
 
 // DefaultMaxSteps bounds the model completions of one turn when agent.json
 // sets no max_steps.
@@ -53,6 +72,14 @@ type Options struct {
 	// HTTPClient carries chat API requests to a base URL (default
 	// http.DefaultClient). The builtin model never uses it.
 	HTTPClient *http.Client
+	// Servers are offered to the model before the agent's mcp.json
+	// siblings, through the same Caller: the agent server puts the agent's
+	// own native tools here, so that an agent answers with everything it
+	// has.
+	Servers []*pool.Server
+	// ModelTimeout bounds each model request (default
+	// $SWITCHBOARD_MODEL_TIMEOUT, else DefaultModelTimeout).
+	ModelTimeout time.Duration
 	// MaxSteps overrides agent.json's max_steps.
 	MaxSteps int
 	// Parallel bounds the tool calls of one response run at once (default
@@ -107,6 +134,13 @@ func NewWithOptions(def *agentdef.Definition, c delegation.Caller, opts *Options
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.model = resolveModel(def, &a.opts)
+	if a.opts.ModelTimeout <= 0 {
+		d, err := ParseModelTimeout(a.opts.Getenv(EnvModelTimeout))
+		if err != nil && a.model.err == nil {
+			a.model.err = fmt.Errorf("%w: agent %q: %w", ErrNoModel, def.Name, err)
+		}
+		a.opts.ModelTimeout = d
+	}
 	return a, nil
 }
 
@@ -127,6 +161,20 @@ func (a *Agent) Ask(ctx context.Context, task string, chain delegation.Chain) (s
 		return "", err
 	}
 	return res.Answer, nil
+}
+
+// ParseModelTimeout reads a model request deadline as
+// $SWITCHBOARD_MODEL_TIMEOUT and the --model-timeout flags write it: a
+// positive Go duration; empty means DefaultModelTimeout.
+func ParseModelTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultModelTimeout, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return DefaultModelTimeout, fmt.Errorf("$%s=%q: want a positive duration such as 90s or 5m", EnvModelTimeout, s)
+	}
+	return d, nil
 }
 
 func newRunID() string {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/sashabaranov/go-openai"
@@ -36,12 +37,21 @@ func (a *Agent) chat(ctx context.Context, req openai.ChatCompletionRequest, step
 		attribute.Int("switchboard.tools_offered", len(req.Tools)),
 	))
 	defer span.End()
-	resp, err := a.model.client.CreateChatCompletion(ctx, req)
+	// The deadline is the request's own: a turn of many steps gets the
+	// whole of it for each.
+	rctx, cancel := context.WithTimeoutCause(ctx, a.opts.ModelTimeout, ErrModelTimeout)
+	defer cancel()
+	resp, err := a.model.client.CreateChatCompletion(rctx, req)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), ErrModelTimeout) {
+		err = fmt.Errorf("%w: no answer within %v (set $%s or --model-timeout): %w", ErrModelTimeout, a.opts.ModelTimeout, EnvModelTimeout, err)
+	}
 	if err != nil {
 		errType := "request"
 		var apiErr *openai.APIError
 		var reqErr *openai.RequestError
 		switch {
+		case errors.Is(err, ErrModelTimeout):
+			errType = "timeout"
 		case ctx.Err() != nil:
 			errType = "canceled"
 		case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:

@@ -20,12 +20,44 @@ import (
 	"github.com/switchboard-run/switchboard/delegation"
 )
 
+// Status says whether a turn did its task; see Result.Status.
+type Status string
+
+// The statuses of a turn, most severe first when several apply (a turn
+// that had a delegation fail and a sibling unavailable is
+// StatusDelegationFailed).
+const (
+	// StatusDelegationFailed: a tool call of the turn failed (a tool error,
+	// a transport or protocol failure, an unknown outcome) and no later
+	// call of the same tool succeeded. The answer may be partial.
+	StatusDelegationFailed Status = "delegation_failed"
+	// StatusUnavailable: a sibling (or a tool) could not be offered, and
+	// the turn did nothing else: the model refused, or answered without a
+	// single successful delegation, so the answer may well lack what the
+	// missing sibling would have done. A turn that did its task through the
+	// siblings it had is StatusAnswered, with Unavailable still listed.
+	StatusUnavailable Status = "unavailable"
+	// StatusNotAnswered: the model said it could not do the task (a
+	// refusal in the chat API's sense), or the turn ended without an
+	// answer.
+	StatusNotAnswered Status = "not_answered"
+	// StatusAnswered: the model answered and every delegation succeeded.
+	StatusAnswered Status = "answered"
+	// StatusFailed: the turn itself failed (the model API, the caller's
+	// context); Run returned the error.
+	StatusFailed Status = "failed"
+)
+
 // Result is what a turn produced.
 type Result struct {
 	Agent  string `json:"agent"`
 	Model  string `json:"model"`
 	RunID  string `json:"run_id"`
 	Answer string `json:"answer"`
+	// Status is how the turn ended (StatusAnswered only when the task was
+	// done with every delegation succeeding); Reason says why otherwise.
+	Status Status `json:"status"`
+	Reason string `json:"reason,omitempty"`
 	// Steps is the number of model completions the turn made.
 	Steps int `json:"steps"`
 	// Delegations are the finish events of every delegation, in the order
@@ -47,16 +79,20 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	if chain.RunID == "" {
 		chain.RunID = newRunID()
 	}
-	res := &Result{Agent: a.def.Name, Model: a.model.name, RunID: chain.RunID}
+	res := &Result{Agent: a.def.Name, Model: a.model.name, RunID: chain.RunID, Status: StatusFailed}
 	defer func() { res.Duration = time.Since(start) }()
 	if a.model.err != nil {
 		return res, a.model.err
 	}
 
-	tools := delegation.Discover(ctx, a.caller, a.def.MCP, &delegation.DiscoverOptions{Check: a.def.CheckServer})
+	tools := delegation.Discover(ctx, a.caller, a.def.MCP, &delegation.DiscoverOptions{Check: a.def.CheckServer, First: a.opts.Servers})
+	note := noteHandler(ctx)
 	for _, u := range tools.Unavailable() {
 		res.Unavailable = append(res.Unavailable, u.Error())
-		a.log.Warn("sibling unavailable", "agent", a.def.Name, "run", chain.RunID, "err", u)
+		a.log.Warn("sibling unavailable", "run", chain.RunID, "err", u)
+		if note != nil {
+			note("unavailable: " + u.Error())
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
@@ -97,8 +133,9 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 		}
 		msg := resp.Choices[0].Message
 		if len(msg.ToolCalls) == 0 {
-			res.Answer = msg.Content
-			a.log.Info("answered", "agent", a.def.Name, "run", chain.RunID, "steps", res.Steps, "delegations", len(res.Delegations))
+			res.Answer = cmp.Or(msg.Content, msg.Refusal)
+			res.Status, res.Reason = judge(res, msg.Refusal)
+			a.log.Info("answered", "run", chain.RunID, "steps", res.Steps, "delegations", len(res.Delegations), "status", res.Status)
 			return res, nil
 		}
 
@@ -116,7 +153,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 			tc.Index = nil // only meaningful in stream chunks
 			calls[i] = delegation.Call{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 		}
-		a.log.Info("delegating", "agent", a.def.Name, "run", chain.RunID, "step", res.Steps, "calls", len(calls))
+		a.log.Info("delegating", "run", chain.RunID, "step", res.Steps, "calls", len(calls))
 		results := exec.Run(ctx, calls)
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -130,7 +167,46 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 			})
 		}
 	}
+	res.Status = StatusNotAnswered
+	res.Reason = fmt.Sprintf("not answered: the model made %d steps, each calling tools, without a final answer (max_steps)", maxSteps)
 	return res, fmt.Errorf("%w: agent %q made %d model steps, each calling tools, without a final answer (max_steps)", ErrStepLimit, a.def.Name, maxSteps)
+}
+
+// judge decides a turn's status from what it did: the severest of a failed
+// delegation, an unavailable sibling and a refusal. A failed call is
+// forgiven only when a later call of the same tool succeeded (the model
+// fixed its argument and tried again).
+func judge(res *Result, refusal string) (Status, string) {
+	var failed []string
+	succeeded := 0
+	for i, ev := range res.Delegations {
+		if ev.Outcome == delegation.OutcomeOK {
+			succeeded++
+			continue
+		}
+		fixed := false
+		for _, later := range res.Delegations[i+1:] {
+			if later.Agent == ev.Agent && later.Tool == ev.Tool && later.Outcome == delegation.OutcomeOK {
+				fixed = true
+			}
+		}
+		if !fixed {
+			what := fmt.Sprintf("%s.%s: %s", ev.Agent, ev.Tool, ev.Outcome)
+			if ev.Message != "" {
+				what += ": " + ev.Message
+			}
+			failed = append(failed, what)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return StatusDelegationFailed, "delegation failed: " + strings.Join(failed, "; ")
+	case len(res.Unavailable) > 0 && (succeeded == 0 || strings.TrimSpace(refusal) != ""):
+		return StatusUnavailable, "unavailable: " + strings.Join(res.Unavailable, "; ")
+	case strings.TrimSpace(refusal) != "":
+		return StatusNotAnswered, "not answered: " + strings.TrimSpace(refusal)
+	}
+	return StatusAnswered, ""
 }
 
 // systemPrompt is the agent's instructions, plus a note of the siblings (or

@@ -181,6 +181,9 @@ func TestFailingSibling(t *testing.T) {
 	if len(res.Delegations) != 1 || res.Delegations[0].Outcome != "rpc" || res.Delegations[0].Code != -32042 {
 		t.Errorf("delegations %+v, want one rpc failure with code -32042", res.Delegations)
 	}
+	if res.Status != runtime.StatusDelegationFailed || !strings.Contains(res.Reason, "packrat.store_note: rpc: quota exceeded") {
+		t.Errorf("status %q reason %q, want delegation_failed naming the call", res.Status, res.Reason)
+	}
 }
 
 // TestUnavailableSibling: a sibling that cannot be reached at discovery is
@@ -208,6 +211,51 @@ func TestUnavailableSibling(t *testing.T) {
 	}
 	if len(res.Unavailable) != 1 || res.Answer != "abacus is down." {
 		t.Errorf("result %+v", res)
+	}
+	// Nothing was done without abacus: the turn says so.
+	if res.Status != runtime.StatusUnavailable || !strings.Contains(res.Reason, `agent "abacus"`) {
+		t.Errorf("status %q reason %q, want unavailable naming abacus", res.Status, res.Reason)
+	}
+}
+
+// TestStalledModelEndpoint: an endpoint that accepts the request and never
+// answers fails the turn within the model deadline, with an error naming
+// the endpoint, the step and the deadline.
+func TestStalledModelEndpoint(t *testing.T) {
+	release := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer stalled.Close()
+	defer close(release)
+	a := newAgent(t, oracle(stalled.URL+"/v1"), &runtime.Options{ModelTimeout: 200 * time.Millisecond})
+	res, err := a.Run(t.Context(), "anything", chain)
+	if !errors.Is(err, runtime.ErrModel) || !errors.Is(err, runtime.ErrModelTimeout) {
+		t.Fatalf("err = %v, want ErrModel wrapping ErrModelTimeout", err)
+	}
+	for _, want := range []string{stalled.URL + "/v1", "step 1", "200ms"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if res.Status != runtime.StatusFailed {
+		t.Errorf("status %q, want failed", res.Status)
+	}
+}
+
+// TestModelTimeoutFromTheEnvironment: $SWITCHBOARD_MODEL_TIMEOUT must be a
+// positive duration; a bad one is reported by Ask, naming the variable.
+func TestModelTimeoutFromTheEnvironment(t *testing.T) {
+	def := oracle("http://127.0.0.1:1/v1")
+	a := newAgent(t, def, &runtime.Options{Getenv: func(k string) string {
+		return map[string]string{runtime.EnvModelTimeout: "soon"}[k]
+	}})
+	_, err := a.Run(t.Context(), "anything", chain)
+	if !errors.Is(err, runtime.ErrNoModel) || !strings.Contains(err.Error(), runtime.EnvModelTimeout) {
+		t.Errorf("err = %v, want ErrNoModel naming $%s", err, runtime.EnvModelTimeout)
 	}
 }
 

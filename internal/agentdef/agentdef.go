@@ -74,7 +74,7 @@ const (
 	DefaultModel    = "builtin"
 	DefaultMaxSteps = 10
 	MaxMaxSteps     = 100
-	MaxMaxDepth     = 16
+	MaxMaxDepth     = delegation.MaxChainDepth
 )
 
 // File names inside an agent's folder.

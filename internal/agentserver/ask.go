@@ -3,10 +3,12 @@ package agentserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,12 +33,19 @@ type asker struct {
 	def     *agentdef.Definition
 	logger  *slog.Logger
 	metrics *serverMetrics // set once by New, before any call
+	// modelTimeout is runtime.Options.ModelTimeout; set once by New.
+	modelTimeout time.Duration
 
 	mu      sync.Mutex // protects following fields
 	pool    *pool.Pool
 	ownPool bool // pool was made here; close it
 	agent   *runtime.Agent
+	self    *nativeCaller // the agent's own tools; nil without toolsets
 	closed  bool
+
+	// native, when set, connects the turn to the agent's own tools
+	// (native.go). Set once by New.
+	native func(ctx context.Context, next delegation.Caller) (*nativeCaller, error)
 }
 
 func newAsker(def *agentdef.Definition, p *pool.Pool, logger *slog.Logger) *asker {
@@ -68,13 +77,16 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		report(fmt.Sprintf("agent %s: working on the task (run %s)", name, chain.RunID))
 		// Each delegation of the turn, as it starts and as it finishes,
 		// reaches the caller as one progress message: a delegation.Event
-		// as a JSON line.
+		// as a JSON line. Notes (an unavailable sibling) are plain text.
 		ctx = runtime.WithEventHandler(ctx, func(e delegation.Event) {
 			b, err := json.Marshal(e)
 			if err != nil {
 				return
 			}
 			report(string(b))
+		})
+		ctx = runtime.WithNoteHandler(ctx, func(msg string) {
+			report(fmt.Sprintf("agent %s: %s", name, msg))
 		})
 	}
 
@@ -84,16 +96,36 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 	}
 	res, err := agent.Run(ctx, in.Task, chain)
 	if a.metrics != nil && res != nil {
-		a.metrics.observeAsk(res.Duration, err != nil)
+		a.metrics.observeAsk(res.Duration, err != nil || res.Status != runtime.StatusAnswered)
 	}
 	if err != nil {
 		a.logger.InfoContext(ctx, "ask failed", "run", chain.RunID, "err", err)
-		return toolError("agent %s: %v", name, err), nil, nil
+		// The structured result still says what the turn did before it
+		// ended, and why (res.Reason, res.Delegations).
+		r := toolError("agent %s: %v", name, err)
+		if res == nil {
+			return r, nil, nil
+		}
+		if res.Reason == "" {
+			res.Reason = err.Error()
+		}
+		return r, res, nil
 	}
 	// The structured result (runtime.Result) lists every delegation: the
 	// caller's client may handle the last progress notifications after the
-	// response, too late to show them.
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Answer}}}, res, nil
+	// response, too late to show them. A turn that did not do its task
+	// fully is a tool error (isError), so that the caller, the studio's
+	// record of the call and a delegating model all see it; its text is
+	// still the answer, followed by why.
+	text := res.Answer
+	if res.Status != runtime.StatusAnswered {
+		text = strings.TrimRight(text, "\n") + "\n\n(" + res.Reason + ")"
+		a.logger.InfoContext(ctx, "ask did not fully succeed", "run", chain.RunID, "status", res.Status, "reason", res.Reason)
+	}
+	return &mcp.CallToolResult{
+		IsError: res.Status != runtime.StatusAnswered,
+		Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(text)}},
+	}, res, nil
 }
 
 // runtimeAgent returns the agent's turn loop, making it (and its pool) on
@@ -114,17 +146,36 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 			ClientInfo: &mcp.Implementation{Name: "switchboard-agent-" + a.def.Name, Version: version()},
 		})
 	}
-	ro := &runtime.Options{Logger: a.logger.With("component", "runtime")}
+	// a.logger already names the agent; the runtime adds only what it is.
+	ro := &runtime.Options{Logger: a.logger.With("component", "runtime"), ModelTimeout: a.modelTimeout}
 	if a.metrics != nil {
 		ro.OnEvent = a.metrics.delegations.Observe
 	}
-	agent, err := runtime.NewWithOptions(a.def, p, ro)
+	var caller delegation.Caller = p
+	var self *nativeCaller
+	if a.native != nil {
+		// In memory: no network I/O happens under the lock.
+		nc, err := a.native(context.Background(), p)
+		if err != nil {
+			if a.pool == nil {
+				p.Close()
+			}
+			return nil, err
+		}
+		self, caller = nc, nc
+		ro.Servers = []*pool.Server{nc.self}
+	}
+	agent, err := runtime.NewWithOptions(a.def, caller, ro)
 	if err != nil {
+		if self != nil {
+			self.close()
+		}
 		if a.pool == nil {
 			p.Close()
 		}
 		return nil, err
 	}
+	a.self = self
 	if a.pool == nil {
 		a.pool, a.ownPool = p, true
 	}
@@ -149,12 +200,17 @@ func (a *asker) close() error {
 	a.closed = true
 	p := a.pool
 	own := a.ownPool
+	self := a.self
 	a.mu.Unlock()
+	var err error
+	if self != nil {
+		err = self.close()
+	}
 	if own {
 		// Outside the lock: closing sends DELETEs and waits for them.
-		return p.Close()
+		err = errors.Join(err, p.Close())
 	}
-	return nil
+	return err
 }
 
 // progressQueue bounds how many progress messages wait to be sent; past it

@@ -36,7 +36,7 @@ func WithChain(ctx context.Context, c delegation.Chain) context.Context {
 // NewRunID returns a fresh, unguessable run id for a chain that starts here.
 func NewRunID() string { return rand.Text() }
 
-func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middleware {
+func chainMiddleware(agent string, maxDepth int, logger *slog.Logger, self *selfSession) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method != "tools/call" {
@@ -51,8 +51,18 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middle
 			chain, found, err := delegation.FromMeta(meta)
 			if err != nil {
 				raw, _ := json.Marshal(meta[delegation.MetaKey])
+				if len(raw) > maxShownChain {
+					// The chain is the client's; a log line or a result
+					// never carries more than a glimpse of it.
+					raw = append(raw[:maxShownChain:maxShownChain], "…"...)
+				}
 				logger.Warn("refusing a call with a malformed delegation chain", "tool", tool, "chain", string(raw), "err", err)
 				return toolError("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, tool, raw, err), nil
+			}
+			if found && self.is(req) {
+				// The agent's own turn calling its native tools (native.go):
+				// the chain already holds this agent.
+				return next(WithChain(withRun(ctx, chain.RunID), chain), method, req)
 			}
 			if !found {
 				chain = delegation.Chain{RunID: NewRunID()}
@@ -68,12 +78,24 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger) mcp.Middle
 	}
 }
 
+// maxShownChain bounds how much of an unreadable chain a refusal quotes.
+const maxShownChain = 256
+
+// toolName is the called tool's name for logs and refusals, bounded: it is
+// whatever the client sent.
 func toolName(p mcp.Params) string {
+	name := "a tool"
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
-		return p.Name
+		name = p.Name
 	case *mcp.CallToolParams:
-		return p.Name
+		name = p.Name
 	}
-	return "a tool"
+	if len(name) > maxShownTool {
+		name = name[:maxShownTool] + "…"
+	}
+	return name
 }
+
+// maxShownTool bounds a tool name quoted in a log line or a refusal.
+const maxShownTool = 128

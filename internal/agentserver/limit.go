@@ -25,15 +25,16 @@ type limiter struct {
 	slots   chan struct{}
 	waiting atomic.Int64 // calls waiting for a slot now
 	logger  *slog.Logger
+	self    *selfSession // its calls come from an ask that holds a slot
 }
 
-func newLimiter(agent string, n int, logger *slog.Logger) *limiter {
-	return &limiter{agent: agent, slots: make(chan struct{}, n), logger: logger}
+func newLimiter(agent string, n int, logger *slog.Logger, self *selfSession) *limiter {
+	return &limiter{agent: agent, slots: make(chan struct{}, n), logger: logger, self: self}
 }
 
 func (l *limiter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method != "tools/call" {
+		if method != "tools/call" || l.self.is(req) {
 			return next(ctx, method, req)
 		}
 		select {

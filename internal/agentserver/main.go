@@ -15,12 +15,24 @@ import (
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
+	"github.com/switchboard-run/switchboard/runtime"
 )
 
 // ReadyFormat is the one line `agent serve` prints on stdout once it
 // accepts connections; the studio parses it. The arguments are the agent's
 // name and the listener's host:port.
 const ReadyFormat = "switchboard agent %s listening on http://%s/mcp\n"
+
+const serveUsage = `usage: switchboard agent serve --agent agents/NAME [flags]
+
+Run one agent as an MCP server over Streamable HTTP at /mcp: the native
+toolsets its agent.json names, and ask, which runs the agent's own model
+turn with those tools and its tools/mcp.json siblings. Once it listens it
+prints one line on stdout: "switchboard agent NAME listening on URL".
+The studio (switchboard up) runs every agent this way.
+
+flags:
+`
 
 // shutdownTimeout bounds how long a shutdown waits for requests in flight.
 const shutdownTimeout = 10 * time.Second
@@ -30,17 +42,41 @@ const shutdownTimeout = 10 * time.Second
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("switchboard agent serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
 	agentDir := fs.String("agent", "", "the agent's folder, e.g. agents/packrat (required)")
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	dataDir := fs.String("data-dir", "", "the agent's data directory (default .switchboard/data/<name>)")
 	sessionTimeout := fs.Duration("session-timeout", DefaultSessionTimeout, "close sessions idle this long (0: never)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: "+logging.Formats)
 	maxConcurrent := fs.Int("max-concurrent", 0, "tools/call requests run at once; more wait, each until its caller's deadline (0: no cap)")
+	modelTimeout := fs.Duration("model-timeout", 0, "deadline of each model request (default $"+runtime.EnvModelTimeout+", else "+runtime.DefaultModelTimeout.String()+")")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// --help asked for the usage: print it where it is read, and
+			// succeed.
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
 		return 2
 	}
-	if *agentDir == "" || fs.NArg() > 0 || *maxConcurrent < 0 {
-		fmt.Fprintln(stderr, "usage: switchboard agent serve --agent agents/NAME [--listen 127.0.0.1:0] [--data-dir DIR] [--session-timeout 30m] [--max-concurrent N] [--log-format text|json]")
+	var bad string
+	switch {
+	case *agentDir == "":
+		bad = "--agent is required"
+	case fs.NArg() > 0:
+		bad = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+	case *maxConcurrent < 0:
+		bad = fmt.Sprintf("--max-concurrent %d: want 0 or more", *maxConcurrent)
+	case *modelTimeout < 0:
+		bad = fmt.Sprintf("--model-timeout %v: want a positive duration", *modelTimeout)
+	}
+	if bad != "" {
+		fmt.Fprintf(stderr, "switchboard agent serve: %s\n", bad)
+		fs.Usage()
 		return 2
 	}
 	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)
@@ -52,7 +88,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if timeout == 0 {
 		timeout = -1 // Options: negative means never
 	}
-	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, MaxConcurrentCalls: *maxConcurrent, Logger: logger}, stdout, logger); err != nil {
+	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, MaxConcurrentCalls: *maxConcurrent, ModelTimeout: *modelTimeout, Logger: logger}, stdout, logger); err != nil {
 		// Plainly, not through the logger: this is the line a person (or
 		// the studio's "last log line") needs to read.
 		fmt.Fprintf(stderr, "switchboard agent serve: %v\n", err)
@@ -93,12 +129,16 @@ func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout i
 	}
 	mux.Handle("GET /metrics", metrics)
 	srv := &http.Server{
-		Handler:           mux,
+		// The budget sets each request's body deadline (not ReadTimeout,
+		// which would also end SSE streams) and caps connections.
+		Handler:           s.Budget().Handler(mux),
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(s.Budget().Listener(ln)) }()
 
 	fmt.Fprintf(stdout, ReadyFormat, def.Name, ln.Addr().String())
 	logger.Info("agent serving", "agent", def.Name, "addr", ln.Addr().String(), "data_dir", s.DataDir(), "tools", def.Tools)

@@ -9,6 +9,7 @@
 package agentserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/agents"
+	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/pool"
@@ -50,6 +52,12 @@ type Options struct {
 	// more wait for a slot, each until its caller gives up (see limit.go).
 	// Zero means no cap.
 	MaxConcurrentCalls int
+	// Budget bounds the process's connections, in-flight body bytes and
+	// body time; default mcphttp.NewBudget(nil).
+	Budget *mcphttp.BudgetOptions
+	// ModelTimeout bounds each model request of the ask tool's turns
+	// (runtime.Options.ModelTimeout); zero: its default.
+	ModelTimeout time.Duration
 	// Logger; default: discard.
 	Logger *slog.Logger
 	// Pool carries the agent's own delegations (the ask tool's model turn).
@@ -67,7 +75,9 @@ type Server struct {
 	closers []namedCloser // the toolsets', in registration order
 	ask     *asker
 	metrics *serverMetrics
-	limit   *limiter    // nil without Options.MaxConcurrentCalls
+	limit   *limiter // nil without Options.MaxConcurrentCalls
+	budget  *mcphttp.Budget
+	self    *selfSession
 	idem    *idemServer // idempotency.go
 
 	closeOnce sync.Once
@@ -105,7 +115,7 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 	}
 	logger := o.Logger.With("agent", def.Name)
 
-	s := &Server{def: def, dataDir: dataDir, logger: logger}
+	s := &Server{def: def, dataDir: dataDir, logger: logger, budget: mcphttp.NewBudget(o.Budget), self: &selfSession{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: def.Name, Title: def.Name, Version: version()}, &mcp.ServerOptions{
 		Instructions: def.Description,
 		Logger:       logger,
@@ -115,10 +125,10 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 	}
 	if o.MaxConcurrentCalls > 0 {
 		// Added first, so innermost: a call the chain refuses takes no slot.
-		s.limit = newLimiter(def.Name, o.MaxConcurrentCalls, logger)
+		s.limit = newLimiter(def.Name, o.MaxConcurrentCalls, logger, s.self)
 		s.mcp.AddReceivingMiddleware(s.limit.middleware)
 	}
-	s.mcp.AddReceivingMiddleware(chainMiddleware(def.Name, def.MaxDepth, logger))
+	s.mcp.AddReceivingMiddleware(chainMiddleware(def.Name, def.MaxDepth, logger, s.self))
 	// Added after the chain's, so outside it: a refused call is traced too.
 	s.mcp.AddReceivingMiddleware(traceMiddleware(def.Name))
 
@@ -139,6 +149,12 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		}
 	}
 	s.ask = newAsker(def, o.Pool, logger)
+	s.ask.modelTimeout = o.ModelTimeout
+	if len(def.Tools) > 0 {
+		s.ask.native = func(ctx context.Context, next delegation.Caller) (*nativeCaller, error) {
+			return connectNative(ctx, s.mcp, s.self, def.Name, next)
+		}
+	}
 	s.metrics = newServerMetrics(def.Name, s.ask.poolStats)
 	s.ask.metrics = s.metrics
 	s.ask.register(s.mcp)
@@ -162,10 +178,29 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		MaxBodyBytes:   o.MaxBodyBytes,
 		Token:          o.Token,
 		SessionIdleTTL: ttl,
-		Logger:         logger,
+		// A binding forgotten for idleness is a session go-sdk should have
+		// closed already; close it anyway, so the table and go-sdk never
+		// disagree about what is open.
+		OnSessionExpired: s.closeSession,
+		Budget:           s.budget,
+		Logger:           logger,
 	})
 	return s, nil
 }
+
+// closeSession ends the go-sdk session with id, if it is still open.
+func (s *Server) closeSession(id string) {
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() == id {
+			ss.Close()
+			return
+		}
+	}
+}
+
+// Budget is the process's budget (connections, body bytes, body time); the
+// HTTP server in front of Handler should use its Listener and Handler.
+func (s *Server) Budget() *mcphttp.Budget { return s.budget }
 
 // Handler serves the agent's MCP endpoint (Streamable HTTP) at whatever path
 // it is mounted on; `agent serve` mounts it at /mcp.

@@ -1,12 +1,6 @@
 package agentserver
 
-import "runtime/debug"
+import sbversion "github.com/switchboard-run/switchboard/internal/version"
 
-// version is the module version of the running binary ("(devel)" from a
-// source build), reported as the MCP server's version.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}
+// version is the running binary's version, reported as the MCP server's.
+func version() string { return sbversion.String() }

@@ -12,34 +12,69 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/version"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/runtime"
 )
 
 // output is the --json object.
 type output struct {
-	Answer      string             `json:"answer"`
-	Agent       string             `json:"agent"`
+	Answer string `json:"answer"`
+	Agent  string `json:"agent"`
+	// Status is the turn's (runtime.Status), or "failed" when there was no
+	// turn to speak of; ExitCode is what the command exits with.
+	Status      string             `json:"status"`
+	ExitCode    int                `json:"exit_code"`
+	Reason      string             `json:"reason,omitempty"`
+	Unavailable []string           `json:"unavailable,omitempty"`
 	Delegations []delegation.Event `json:"delegations"`
 	DurationMS  int64              `json:"duration_ms"`
 	Error       string             `json:"error,omitempty"`
 }
 
-// askResult is the part of the ask tool's structured result this command
-// reads, when the agent sends one: its delegations are complete, where the
-// progress notifications may have been overtaken by the response.
+// askResult is the part of the ask tool's structured result
+// (runtime.Result) this command reads, when the agent sends one: its
+// delegations are complete, where the progress notifications may have been
+// overtaken by the response.
 type askResult struct {
 	Answer      string             `json:"answer"`
+	Status      runtime.Status     `json:"status"`
+	Reason      string             `json:"reason"`
+	Unavailable []string           `json:"unavailable"`
 	Delegations []delegation.Event `json:"delegations"`
+}
+
+// exitFor maps a turn's status to the command's exit code (see usage).
+func exitFor(s runtime.Status) int {
+	switch s {
+	case runtime.StatusAnswered:
+		return exitOK
+	case runtime.StatusNotAnswered:
+		return exitNotAnswered
+	case runtime.StatusDelegationFailed:
+		return exitDelegationFailed
+	case runtime.StatusUnavailable:
+		return exitUnavailable
+	}
+	return exitFailed
 }
 
 func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	start := time.Now()
-	ctx, span := startAskSpan(ctx, cfg)
+	// The signal context (ctx) and the --timeout deadline end the call
+	// differently: the first is an interruption, the second a timeout.
+	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	if cfg.timeout > 0 {
+		callCtx, cancel = context.WithTimeoutCause(ctx, cfg.timeout, errTimeout)
+	}
+	defer cancel()
+	callCtx, span := startAskSpan(callCtx, cfg)
 	defer span.End()
-	out := output{Agent: cfg.agent, Delegations: []delegation.Event{}}
+	out := output{Agent: cfg.agent, Status: string(runtime.StatusFailed), Delegations: []delegation.Event{}}
 	fail := func(code int, err error) int {
 		failSpan(span, err)
 		out.DurationMS = time.Since(start).Milliseconds()
+		out.ExitCode = code
 		if cfg.json {
 			out.Error = err.Error()
 			writeJSON(stdout, out)
@@ -47,18 +82,30 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "switchboard ask: %v\n", err)
 		return code
 	}
+	ended := func() (int, error, bool) {
+		switch {
+		case ctx.Err() != nil:
+			return exitCancelled, fmt.Errorf("interrupted: cancelled; the agent was told to stop: %w", ctx.Err()), true
+		case callCtx.Err() != nil:
+			return exitTimeout, fmt.Errorf("no answer within --timeout %v; the agent was told to stop: %w", cfg.timeout, context.Cause(callCtx)), true
+		}
+		return 0, nil, false
+	}
 
-	st, err := reachStudio(ctx, cfg, stderr)
+	st, err := reachStudio(callCtx, cfg, stderr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return fail(exitCancelled, fmt.Errorf("cancelled: %w", ctx.Err()))
+		if code, err, ok := ended(); ok {
+			return fail(code, err)
+		}
+		if errors.Is(err, errUnknownAgent) {
+			return fail(exitUsage, err)
 		}
 		return fail(exitFailed, err)
 	}
 	defer st.close()
 
 	p := pool.New(&pool.Options{
-		ClientInfo: &mcp.Implementation{Name: "switchboard-ask", Version: "0.1.0"},
+		ClientInfo: &mcp.Implementation{Name: "switchboard-ask", Version: version.String()},
 	})
 	// Close before the studio closes: its DELETE must reach the agent, and
 	// after an interrupt the pool first delivers go-sdk's
@@ -72,7 +119,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		// A studio with a token wants it on every /api/ request.
 		srv.Headers = map[string]string{"Authorization": "Bearer " + cfg.token}
 	}
-	res, err := p.CallTool(pool.WithProgress(ctx, pr.progress), srv, &mcp.CallToolParams{
+	res, err := p.CallTool(pool.WithProgress(callCtx, pr.progress), srv, &mcp.CallToolParams{
 		Name:      "ask",
 		Arguments: map[string]any{"task": cfg.task},
 	})
@@ -80,27 +127,46 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	if err == nil {
 		final = structured(res)
 	}
-	out.Delegations = append(out.Delegations, pr.stop(final.Delegations)...)
-	switch {
-	case ctx.Err() != nil:
-		return fail(exitCancelled, fmt.Errorf("cancelled; the agent was told to stop: %w", ctx.Err()))
-	case err != nil:
+	out.Delegations = append(out.Delegations, pr.stop(final)...)
+	if code, err, ok := ended(); ok {
+		return fail(code, err)
+	}
+	if err != nil {
 		return fail(exitFailed, fmt.Errorf("asking agent %s at %s: %w", cfg.agent, st.url, err))
-	case res.IsError:
+	}
+	if final.Status == "" {
+		// No turn result: the agent refused the call itself (an empty task,
+		// a refused delegation chain) or is not a switchboard agent.
+		if res.IsError {
+			return fail(exitFailed, fmt.Errorf("agent %s: %s", cfg.agent, delegation.ResultText(res)))
+		}
+		final.Status = runtime.StatusAnswered
+		final.Answer = delegation.ResultText(res)
+	}
+	if final.Status == runtime.StatusFailed {
+		out.Reason, out.Unavailable = final.Reason, final.Unavailable
 		return fail(exitFailed, fmt.Errorf("agent %s: %s", cfg.agent, delegation.ResultText(res)))
 	}
 
-	out.Answer = delegation.ResultText(res)
-	if final.Answer != "" {
-		out.Answer = final.Answer
-	}
+	code := exitFor(final.Status)
+	out.Answer, out.Status, out.Reason, out.Unavailable = final.Answer, string(final.Status), final.Reason, final.Unavailable
 	out.DurationMS = time.Since(start).Milliseconds()
+	out.ExitCode = code
+	if code != exitOK {
+		failSpan(span, errors.New(final.Reason))
+	}
 	if cfg.json {
 		writeJSON(stdout, out)
 	} else {
-		fmt.Fprintln(stdout, strings.TrimRight(out.Answer, "\n"))
+		answer := strings.TrimRight(out.Answer, "\n")
+		if answer != "" {
+			fmt.Fprintln(stdout, answer)
+		}
 	}
-	return exitOK
+	if code != exitOK {
+		fmt.Fprintf(stderr, "switchboard ask: %s (exit %d)\n", out.Reason, code)
+	}
+	return code
 }
 
 // structured reads what it can of the ask tool's structured result: the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -130,6 +131,8 @@ func TestAskJSON(t *testing.T) {
 	var out struct {
 		Answer      string             `json:"answer"`
 		Agent       string             `json:"agent"`
+		Status      string             `json:"status"`
+		ExitCode    *int               `json:"exit_code"`
 		Delegations []delegation.Event `json:"delegations"`
 		DurationMS  *int64             `json:"duration_ms"`
 	}
@@ -141,9 +144,49 @@ func TestAskJSON(t *testing.T) {
 	if !strings.Contains(stderr.String(), "✓ packrat.store_note 44ms") {
 		t.Errorf("stderr %q lacks the finish line that only the result carried", stderr)
 	}
-	if out.Answer != "Friday." || out.Agent != "oracle" || out.DurationMS == nil || len(out.Delegations) != 1 ||
+	if out.Answer != "Friday." || out.Agent != "oracle" || out.Status != "answered" || out.ExitCode == nil || *out.ExitCode != 0 ||
+		out.DurationMS == nil || len(out.Delegations) != 1 ||
 		out.Delegations[0].CallID != "call_1" || out.Delegations[0].Outcome != delegation.OutcomeOK {
 		t.Errorf("output %+v", out)
+	}
+}
+
+// TestAskExitCodes: the turn's status, from the agent's structured result,
+// decides the exit code; the answer is printed whatever it is, and the
+// reason goes to stderr and --json.
+func TestAskExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		want   int
+	}{
+		{"answered", exitOK},
+		{"not_answered", exitNotAnswered},
+		{"delegation_failed", exitDelegationFailed},
+		{"unavailable", exitUnavailable},
+		{"failed", exitFailed},
+	} {
+		t.Run(tc.status, func(t *testing.T) {
+			url := fakeStudio(t, "oracle", func(context.Context, *mcp.CallToolRequest, askInput) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{IsError: tc.status != "answered", Content: []mcp.Content{&mcp.TextContent{Text: "the text"}}},
+					map[string]any{"answer": "partial answer", "status": tc.status, "reason": "because " + tc.status, "unavailable": []string{`agent "abacus": down`}}, nil
+			})
+			var stdout bytes.Buffer
+			stderr := newWatcher("")
+			code := Main(t.Context(), []string{"--json", "--studio", url, "a task"}, nil, &stdout, stderr)
+			if code != tc.want {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.want, stderr)
+			}
+			var out output
+			if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+				t.Fatalf("json %q: %v", stdout.String(), err)
+			}
+			if out.ExitCode != tc.want || out.Status != tc.status || len(out.Unavailable) != 1 {
+				t.Errorf("json %+v", out)
+			}
+			if tc.want != exitOK && tc.want != exitFailed && (out.Answer != "partial answer" || !strings.Contains(stderr.String(), "because "+tc.status)) {
+				t.Errorf("answer %q, stderr %q: want the answer and the reason", out.Answer, stderr)
+			}
+		})
 	}
 }
 
@@ -213,7 +256,7 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--json", "hi", "--agent", "abacus", "--model=m"}, config{agent: "abacus", json: true, dir: ".", model: "m", studioURL: "http://studio.test:1", explicit: true, task: "hi"}},
 		{[]string{"--studio", "http://x", "--", "--json", "is", "a", "word"}, config{agent: "oracle", dir: ".", studioURL: "http://x", explicit: true, task: "--json is a word"}},
 	} {
-		got, err := parseArgs(tc.args, env, &bytes.Buffer{})
+		got, err := parseArgs(tc.args, env, &bytes.Buffer{}, &bytes.Buffer{})
 		if err != nil {
 			t.Errorf("parseArgs(%q): %v", tc.args, err)
 			continue
@@ -222,11 +265,19 @@ func TestParseArgs(t *testing.T) {
 			t.Errorf("parseArgs(%q) =\n%+v, want\n%+v", tc.args, *got, tc.want)
 		}
 	}
-	cfg, err := parseArgs([]string{"x"}, func(string) string { return "" }, &bytes.Buffer{})
+	cfg, err := parseArgs([]string{"x"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
 	if err != nil || cfg.studioURL != DefaultStudioURL || cfg.explicit {
 		t.Errorf("default studio: %+v, %v", cfg, err)
 	}
-	if _, err := parseArgs([]string{"--json"}, env, &bytes.Buffer{}); err == nil {
-		t.Error("no task: want an error")
+	// No task, or "-": Main reads it from stdin.
+	for _, args := range [][]string{{"--json"}, {"-"}} {
+		cfg, err := parseArgs(args, env, &bytes.Buffer{}, &bytes.Buffer{})
+		if err != nil || (cfg.task != "" && cfg.task != "-") {
+			t.Errorf("parseArgs(%q) = %+v, %v; want the task left for stdin", args, cfg, err)
+		}
+	}
+	var help bytes.Buffer
+	if _, err := parseArgs([]string{"--help"}, env, &help, &bytes.Buffer{}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "exit status:") {
+		t.Errorf("--help: %v, printed %q", err, help.String())
 	}
 }

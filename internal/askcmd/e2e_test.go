@@ -425,8 +425,11 @@ func TestE2ECycleAndDepthRefusal(t *testing.T) {
 			{reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{call("a1", "beta__ask", `{"task":"ask alpha back"}`)}}},
 			{
 				check: func(t *testing.T, req *openai.ChatCompletionRequest) {
-					if got := toolMsg(t, req, "a1"); got != "beta: alpha refused." {
-						t.Errorf("alpha got %q from beta", got)
+					// beta's turn had its delegation refused: an error
+					// whose text is beta's answer and why.
+					want := `Error: agent "beta", tool "ask" reported an error: beta: alpha refused.` + "\n\n(delegation failed: alpha.ask: tool_error)"
+					if got := toolMsg(t, req, "a1"); got != want {
+						t.Errorf("alpha got %q from beta, want %q", got, want)
 					}
 				},
 				reply: openai.ChatCompletionMessage{Content: "cycle refused"},
@@ -448,13 +451,16 @@ func TestE2ECycleAndDepthRefusal(t *testing.T) {
 	st := startStudio(t, ctx, dir, "OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted")
 	p := newTestPool(t)
 	alpha := &pool.Server{Name: "alpha", URL: st.AgentURL("alpha")}
-	for _, want := range []string{"cycle refused", "depth refused"} {
-		res, err := p.CallTool(ctx, alpha, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"task": "test " + want}})
+	// Each of alpha's turns had a delegation refused, so each is an error
+	// carrying the answer and the reason.
+	for _, c := range []struct{ answer, callee string }{{"cycle refused", "beta"}, {"depth refused", "gamma"}} {
+		res, err := p.CallTool(ctx, alpha, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"task": "test " + c.answer}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := delegation.ResultText(res); res.IsError || got != want {
-			t.Errorf("alpha answered %q (isError %v), want %q", got, res.IsError, want)
+		want := c.answer + "\n\n(delegation failed: " + c.callee + ".ask: tool_error)"
+		if got := delegation.ResultText(res); !res.IsError || got != want {
+			t.Errorf("alpha answered %q (isError %v), want %q as an error", got, res.IsError, want)
 		}
 	}
 	for _, c := range []struct{ msg, has string }{

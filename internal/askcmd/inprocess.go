@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/runtime"
 )
 
 // readyTimeout bounds the wait for a studio ask started to bring its agents
@@ -21,9 +22,12 @@ import (
 const readyTimeout = 30 * time.Second
 
 // logName is the file, under <dir>/.switchboard, that receives the log
-// lines of the agents of a studio ask started: on the terminal they would
-// bury the delegations.
-const logName = "ask-studio.log"
+// lines of the agents of a studio ask started (on the terminal they would
+// bury the delegations): one per run, named by its start time and the
+// process id, so that parallel asks never share or overwrite one.
+func logName(now time.Time) string {
+	return fmt.Sprintf("ask-studio-%s-%d.log", now.UTC().Format("20060102T150405.000Z"), os.Getpid())
+}
 
 // startInProcess starts a studio for cfg.dir's agents on an ephemeral
 // loopback port, with the agents' own model settings (the builtin model for
@@ -37,14 +41,17 @@ func startInProcess(ctx context.Context, cfg *config, stderr io.Writer) (*studio
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("starting a studio: %w", err)
 	}
-	logPath := filepath.Join(stateDir, logName)
-	logFile, err := os.Create(logPath)
+	logPath := filepath.Join(stateDir, logName(time.Now()))
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("starting a studio: %w", err)
 	}
 	var env []string
 	if cfg.model != "" {
 		env = append(env, "OPENAI_MODEL="+cfg.model) // read by runtime in each agent
+	}
+	if cfg.modelTimeout > 0 {
+		env = append(env, runtime.EnvModelTimeout+"="+cfg.modelTimeout.String())
 	}
 	// The studio's own lines go to the same file as its agents', in the
 	// same format; parseArgs checked it.

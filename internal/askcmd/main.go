@@ -23,16 +23,41 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/runtime"
 )
 
 const usage = `usage: switchboard ask [flags] "TASK"
+       switchboard ask [flags] -        (or no TASK: the task is read from stdin)
 
-Give TASK to an agent and print its answer. Each delegation the agent makes
-is shown as it happens (on stderr). When no studio is listening at --studio,
-one is started in-process with the bundled agents and the builtin model.
+Give TASK to an agent (the oracle by default) and print its answer on
+stdout. Each delegation the agent makes is shown on stderr as it happens,
+and so is each sibling the agent could not reach.
+
+Where the task goes: the studio at --studio, else $SWITCHBOARD_STUDIO_URL,
+else http://127.0.0.1:54321. Only in the last case, when nothing answers
+there, does ask start a studio of its own, in-process, with the agents
+under --dir and their own model settings (the builtin model for the
+bundled ones); its log goes to .switchboard/ask-studio-<time>-<pid>.log.
+A --studio or $SWITCHBOARD_STUDIO_URL that does not answer is an error.
+
+exit status:
+  0    the task was done, and every delegation it made succeeded
+  1    the runtime failed: no studio, the agent or its model endpoint
+       failed or timed out (--model-timeout), an internal error
+  2    usage: a bad flag, no task, an unknown --agent
+  3    not answered: the agent said it could not do the task, or it
+       stopped at max_steps without an answer
+  4    a delegation failed: a tool the agent called reported an error or
+       could not be reached; the answer, if any, is partial
+  5    a sibling was unavailable (named on stderr and in --json
+       "unavailable") and the agent did nothing without it: it said it
+       could not, or answered without one successful delegation
+  124  --timeout passed before the answer; the agent was told to stop
+  130  interrupted (SIGINT, SIGTERM); the agent was told to stop
 
 flags:
 `
@@ -43,33 +68,49 @@ const DefaultStudioURL = "http://127.0.0.1:54321"
 // EnvStudioURL names the variable that overrides DefaultStudioURL.
 const EnvStudioURL = "SWITCHBOARD_STUDIO_URL"
 
-// Exit codes.
+// Exit codes: the table in usage, and in README.md.
 const (
-	exitOK        = 0
-	exitFailed    = 1
-	exitUsage     = 2
-	exitCancelled = 130 // as a shell reports a command ended by SIGINT
+	exitOK               = 0
+	exitFailed           = 1
+	exitUsage            = 2
+	exitNotAnswered      = 3
+	exitDelegationFailed = 4
+	exitUnavailable      = 5
+	exitTimeout          = 124 // as timeout(1) reports a command it stopped
+	exitCancelled        = 130 // as a shell reports a command ended by SIGINT
 )
+
+// maxTaskBytes bounds a task read from stdin: far more than any prompt,
+// and below what the agent server accepts in one request body.
+const maxTaskBytes = 1 << 20
+
+// errTimeout is the cause of a call ended by --timeout.
+var errTimeout = errors.New("--timeout reached")
 
 // config is the parsed command line.
 type config struct {
-	agent     string
-	json      bool
-	studioURL string
-	explicit  bool // studioURL came from --studio or the environment: do not start one
-	dir       string
-	model     string
-	task      string
-	logFormat string // of a studio ask starts: its log file's format
-	token     string // $SWITCHBOARD_TOKEN, sent to the studio
+	agent        string
+	json         bool
+	studioURL    string
+	explicit     bool // studioURL came from --studio or the environment: do not start one
+	dir          string
+	model        string
+	task         string
+	logFormat    string        // of a studio ask starts: its log file's format
+	token        string        // $SWITCHBOARD_TOKEN, sent to the studio
+	timeout      time.Duration // the whole ask; 0: none
+	modelTimeout time.Duration // each model request of a studio ask starts; 0: the agents' default
 }
 
 // Main runs the command with args (after its own name) and returns the exit
 // code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cfg, err := parseArgs(args, os.Getenv, stderr)
+	cfg, err := parseArgs(args, os.Getenv, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
+	}
+	if err == nil && (cfg.task == "" || cfg.task == "-") {
+		cfg.task, err = readTask(stdin, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "switchboard ask: %v\n", err)
@@ -79,15 +120,39 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	return run(ctx, cfg, stdout, stderr)
 }
 
+// readTask reads the task from stdin, up to maxTaskBytes.
+func readTask(stdin io.Reader, stderr io.Writer) (string, error) {
+	if f, ok := stdin.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			fmt.Fprintln(stderr, "· reading the task from the terminal; end it with Ctrl-D")
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(stdin, maxTaskBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the task from stdin: %w", err)
+	}
+	if len(b) > maxTaskBytes {
+		return "", fmt.Errorf("the task on stdin is longer than %d bytes", maxTaskBytes)
+	}
+	task := strings.TrimSpace(string(b))
+	if task == "" {
+		return "", errors.New(`no task: give it as an argument ("TASK"), or on stdin`)
+	}
+	return task, nil
+}
+
 // parseArgs accepts flags before and after the task's words, so that
 // `ask "TASK" --json` works as well as `ask --json "TASK"`; everything after
 // "--" is the task.
-func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+//
+// An empty task (none given, or "-") is left for Main to read from stdin.
+// --help prints the usage on stdout and returns flag.ErrHelp.
+func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.agent, "agent", "oracle", "the agent to ask")
@@ -96,6 +161,8 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*co
 	fs.StringVar(&cfg.dir, "dir", ".", "the project directory holding agents/, for a studio ask starts")
 	fs.StringVar(&cfg.model, "model", "", "the model name, for a studio ask starts (default: each agent's agent.json)")
 	fs.StringVar(&cfg.logFormat, "log-format", "", "log format of a studio ask starts (its log file, agents included): "+logging.Formats+" (default text)")
+	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up (exit 124) when no answer came within this long, e.g. 30s (default: no limit)")
+	fs.DurationVar(&cfg.modelTimeout, "model-timeout", 0, "deadline of each model request, for a studio ask starts (default $"+runtime.EnvModelTimeout+", else "+runtime.DefaultModelTimeout.String()+")")
 
 	var words, tail []string
 	rest := args
@@ -104,6 +171,10 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*co
 	}
 	for {
 		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fs.Usage()
+			}
 			return nil, err
 		}
 		if fs.NArg() == 0 {
@@ -114,12 +185,11 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*co
 	}
 	words = append(words, tail...)
 	cfg.task = strings.TrimSpace(strings.Join(words, " "))
-	if cfg.task == "" {
-		fs.Usage()
-		return nil, errors.New("no task given")
-	}
 	if cfg.agent == "" {
 		return nil, errors.New("--agent is empty")
+	}
+	if cfg.timeout < 0 || cfg.modelTimeout < 0 {
+		return nil, errors.New("--timeout and --model-timeout want a positive duration")
 	}
 	if _, err := logging.New(io.Discard, cfg.logFormat, slog.LevelInfo); err != nil {
 		return nil, fmt.Errorf("--log-format: %w", err)

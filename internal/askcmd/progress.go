@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type printer struct {
 	done     bool
 	finished []delegation.Event
 	printed  map[string]bool // finish events shown, by their JSON
+	notes    []string        // plain-text progress messages shown
 }
 
 func newPrinter(w io.Writer) *printer { return &printer{w: w, printed: map[string]bool{}} }
@@ -43,6 +45,7 @@ func (p *printer) progress(n *mcp.ProgressNotificationParams) {
 	}
 	var ev delegation.Event
 	if err := json.Unmarshal([]byte(n.Message), &ev); err != nil || ev.Phase == "" {
+		p.notes = append(p.notes, n.Message)
 		fmt.Fprintf(p.w, "· %s\n", n.Message)
 		return
 	}
@@ -53,13 +56,23 @@ func (p *printer) progress(n *mcp.ProgressNotificationParams) {
 	fmt.Fprintln(p.w, eventLine(ev))
 }
 
-// stop silences the printer, prints the finish events of final (the
-// agent's own list, nil if it sent none) not shown yet, and returns the
-// complete list: final when there is one, else the events seen.
-func (p *printer) stop(final []delegation.Event) []delegation.Event {
+// stop silences the printer, prints what the agent's result (final)
+// carries that no notification showed in time (finish events, unavailable
+// siblings), and returns the complete list of finish events: final's when
+// there is one, else the events seen.
+func (p *printer) stop(final askResult) []delegation.Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done = true
+	for _, u := range final.Unavailable {
+		if !slices.ContainsFunc(p.notes, func(n string) bool { return strings.Contains(n, u) }) {
+			fmt.Fprintf(p.w, "· unavailable: %s\n", u)
+		}
+	}
+	return p.stopEvents(final.Delegations)
+}
+
+func (p *printer) stopEvents(final []delegation.Event) []delegation.Event {
 	if final == nil {
 		return p.finished
 	}

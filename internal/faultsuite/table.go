@@ -127,6 +127,11 @@ func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 // causes are the substrings of an error message that name its cause, most
 // specific first, with the name the table gives each.
 var causes = []struct{ match, name string }{
+	// The status an intermediary answered comes first: the studio's 502
+	// carries, in its own words, why the agent did not answer ("connection
+	// reset"), which is the agent's failure as the studio saw it.
+	{"[HTTP 502", "502 from the studio"},
+	{"[HTTP 503", "503 from the studio"},
 	{"connection refused", "connection refused"},
 	{"connect: connection reset", "connection reset at connect"},
 	{"connection reset", "connection reset"},

@@ -96,3 +96,18 @@ func TestContextAttrs(t *testing.T) {
 		t.Errorf("a line without context got one: %v", lines[3])
 	}
 }
+
+func TestScrubberJSON(t *testing.T) {
+	sc := NewScrubber([]string{"s3cr3t-value", "abc"})
+	got := string(sc.JSON([]byte(`{"api_key":"x","note":"token is s3cr3t-value","n":12345678901234567890,"list":[{"Authorization":"Bearer q"}],"short":"abc"}`)))
+	want := `{"api_key":"[REDACTED]","list":[{"Authorization":"[REDACTED]"}],"n":12345678901234567890,"note":"token is [REDACTED]","short":"abc"}`
+	if got != want {
+		t.Errorf("JSON:\n got %s\nwant %s", got, want)
+	}
+	if got := sc.String("not json s3cr3t-value"); got != "not json [REDACTED]" {
+		t.Errorf("String: %q", got)
+	}
+	if got := string(sc.JSON([]byte("{broken s3cr3t-value"))); got != "{broken [REDACTED]" {
+		t.Errorf("JSON of non-JSON: %q", got)
+	}
+}

@@ -12,6 +12,10 @@ import (
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
+	// CodeServerOverloaded is the implementation-defined server error
+	// (-32000 to -32099) of a request refused by a Budget or a cap, with
+	// HTTP 503: nothing ran, and the client may try again.
+	CodeServerOverloaded = -32000
 )
 
 // RPCError is the error member of a JSON-RPC response.

@@ -9,7 +9,11 @@
 //     404, sees the request.
 //   - A foreign Origin, or a foreign Host on a loopback listener, gets 403
 //     (DNS rebinding; spec 2025-11-25, transports, Security Warning).
-//   - Bodies are bounded (413).
+//   - Bodies are bounded (413), read once against the process's Budget
+//     (503 past it, see budget.go and body.go), and must arrive within the
+//     Budget's body deadline.
+//   - Sessions are capped without eviction: past MaxSessions, an initialize
+//     gets 503 and every live session keeps working (sessions.go).
 //   - A session id is bound to the credential (Authorization header) that
 //     created it; another credential presenting it gets 404, as if the session
 //     did not exist. So does an id this middleware never saw created, or has
@@ -26,12 +30,10 @@
 package mcphttp
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,8 +42,10 @@ import (
 const DefaultMaxBodyBytes = 4 << 20
 
 // DefaultMaxSessions caps the session bindings a Handler remembers when
-// Options.MaxSessions is zero.
-const DefaultMaxSessions = 10000
+// Options.MaxSessions is zero. A go-sdk server session costs about 11 kB, so
+// an agent at the cap holds about 11 MB of them; a person's tools open a
+// few dozen.
+const DefaultMaxSessions = 1024
 
 // SessionIDHeader is the MCP Streamable HTTP transport's session header.
 const SessionIDHeader = "Mcp-Session-Id"
@@ -54,15 +58,22 @@ type Options struct {
 	// Token, when set, is the bearer token every request must present in
 	// its Authorization header.
 	Token string
-	// MaxSessions caps the remembered session bindings; default
-	// DefaultMaxSessions. When full, expired and then least recently used
-	// bindings are forgotten; their sessions answer 404 and the client
-	// re-initializes, as the spec requires of it.
+	// MaxSessions caps the session bindings; default DefaultMaxSessions.
+	// When full, bindings idle past SessionIdleTTL are forgotten to make
+	// room; if none is, an initialize gets 503 (ErrTooManySessions). A live
+	// session is never evicted.
 	MaxSessions int
 	// SessionIdleTTL forgets a binding unused for this long (it should be at
 	// least the upstream's own idle session timeout). Zero means bindings are
-	// forgotten only on DELETE, on an upstream 404, or at the cap.
+	// forgotten only on DELETE or on an upstream 404.
 	SessionIdleTTL time.Duration
+	// OnSessionExpired is called (outside any lock) with the id of each
+	// binding forgotten for being idle past SessionIdleTTL, so that the
+	// server behind can close the session too; nil: nothing is closed.
+	OnSessionExpired func(id string)
+	// Budget bounds connections, body bytes and body time for the whole
+	// process; default: a Budget of its own with the defaults.
+	Budget *Budget
 	// Logger gets one debug line per decision; default: discard.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now. For tests.
@@ -75,6 +86,7 @@ type Handler struct {
 	maxBody  int64
 	token    string
 	logger   *slog.Logger
+	budget   *Budget
 	sessions *sessionTable
 }
 
@@ -96,12 +108,16 @@ func New(next http.Handler, opts *Options) *Handler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Budget == nil {
+		o.Budget = NewBudget(nil)
+	}
 	return &Handler{
 		next:     next,
 		maxBody:  o.MaxBodyBytes,
 		token:    o.Token,
 		logger:   o.Logger,
-		sessions: newSessionTable(o.MaxSessions, o.SessionIdleTTL, o.Now),
+		budget:   o.Budget,
+		sessions: newSessionTable(o.MaxSessions, o.SessionIdleTTL, o.Now, o.OnSessionExpired),
 	}
 }
 
@@ -123,11 +139,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	msg, ok := h.readBody(w, r)
-	if !ok {
+	r, release := ReadRequest(w, r, h.budget, h.maxBody)
+	defer release()
+	res := r.Context().Value(bodyKey{}).(*bodyResult)
+	if res.status != 0 {
+		WriteJSONRPCError(w, res.status, res.msg.ID, res.rpcErr.Code, res.rpcErr.Message)
 		return
 	}
-	if msg.method == "initialize" {
+	msg := &res.msg
+	if msg.Method == "initialize" {
 		if stale := r.Header.Get(SessionIDHeader); stale != "" {
 			// The client is starting over; whatever session it names is not
 			// the one it wants. Spec 2025-11-25, transports, Session
@@ -148,11 +168,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	rec := &recorder{ResponseWriter: w}
-	if msg.method == "initialize" {
+	if msg.Method == "initialize" && r.Method == http.MethodPost {
+		if err := h.sessions.reserve(); err != nil {
+			h.logger.Debug("refusing initialize", "reason", err)
+			w.Header().Set("Retry-After", "60")
+			WriteJSONRPCError(w, http.StatusServiceUnavailable, msg.ID, CodeServerOverloaded,
+				fmt.Sprintf("server overloaded: %v (the cap is %d); end unused sessions with DELETE, or wait until idle ones expire", err, h.sessions.max))
+			return
+		}
+		var bound atomic.Bool // the slot became a binding
+		defer func() {
+			if !bound.Load() {
+				h.sessions.unreserve()
+			}
+		}()
 		rec.onHeader = func(status int, hdr http.Header) {
 			// Bind before the header reaches the client, so the client's
 			// first request on the session cannot race the binding.
-			if newID := hdr.Get(SessionIDHeader); status == http.StatusOK && newID != "" {
+			if newID := hdr.Get(SessionIDHeader); status == http.StatusOK && newID != "" && bound.CompareAndSwap(false, true) {
 				h.sessions.bind(newID, cred)
 			}
 		}
@@ -172,57 +205,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.sessions.touch(id)
 	}
-}
-
-// readBody reads and classifies a POST body, bounded by the limit, and puts
-// it back for the next handler. It answers the request itself (ok false) when
-// the body is too large or is not one JSON-RPC 2.0 message.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (msg message, ok bool) {
-	if r.Body == nil {
-		r.Body = http.NoBody
-	}
-	if r.ContentLength > h.maxBody {
-		writeTooLarge(w, h.maxBody)
-		return message{}, false
-	}
-	if r.Method != http.MethodPost {
-		// GET and DELETE carry no message; bound whatever they send anyway.
-		if r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
-		}
-		return message{}, true
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	r.Body.Close()
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeTooLarge(w, h.maxBody)
-			return message{}, false
-		}
-		WriteJSONError(w, http.StatusBadRequest, fmt.Sprintf("reading the request body: %v", err))
-		return message{}, false
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.TransferEncoding = nil
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-
-	if !isJSON(r.Header.Get("Content-Type")) {
-		// Leave the answer (415) to the MCP handler, which knows the rules.
-		return message{}, true
-	}
-	msg, rpcErr := classify(body)
-	if rpcErr != nil {
-		WriteJSONRPCError(w, http.StatusBadRequest, msg.id, rpcErr.Code, rpcErr.Message)
-		return message{}, false
-	}
-	return msg, true
-}
-
-func writeTooLarge(w http.ResponseWriter, limit int64) {
-	WriteJSONRPCError(w, http.StatusRequestEntityTooLarge, nil, CodeInvalidRequest,
-		fmt.Sprintf("request body exceeds the limit of %d bytes", limit))
 }
 
 func writeSessionNotFound(w http.ResponseWriter) {

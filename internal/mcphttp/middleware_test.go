@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,39 +278,82 @@ func TestUpstream404ForgetsSession(t *testing.T) {
 	}
 }
 
-func TestSessionCapAndTTL(t *testing.T) {
+// TestSessionCapNeverEvicts: past the cap an initialize gets 503 and every
+// live session keeps working; only a binding idle past the TTL makes room,
+// and it is handed to OnSessionExpired so the server closes it too.
+func TestSessionCapNeverEvicts(t *testing.T) {
+	var mu sync.Mutex
 	now := time.Unix(0, 0)
-	n := 0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	var n atomic.Int64
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Session-Id") == "" {
-			n++
-			w.Header().Set("Mcp-Session-Id", "sid-"+string(rune('a'+n)))
+			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("sid-%d", n.Add(1)))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
 	})
-	mw := mcphttp.New(up, &mcphttp.Options{MaxSessions: 2, SessionIdleTTL: time.Minute, Now: func() time.Time { return now }})
+	var expired []string
+	mw := mcphttp.New(up, &mcphttp.Options{
+		MaxSessions: 2, SessionIdleTTL: time.Minute, Now: clock,
+		OnSessionExpired: func(id string) { mu.Lock(); expired = append(expired, id); mu.Unlock() },
+	})
 	ts := httptest.NewServer(mw)
 	defer ts.Close()
 	c := client(ts)
-	var ids []string
-	for range 3 {
-		ids = append(ids, must[*mcphttptest.Response](t)(c.Initialize(t.Context(), "")).SessionID)
-	}
-	if mw.Sessions() != 2 {
-		t.Fatalf("%d bindings, want the cap 2", mw.Sessions())
-	}
+	a := must[*mcphttptest.Response](t)(c.Initialize(t.Context(), "")).SessionID
+	b := must[*mcphttptest.Response](t)(c.Initialize(t.Context(), "")).SessionID
 	status := func(id string) int {
 		return must[*mcphttptest.Response](t)(c.Call(t.Context(), id, 2, "ping", nil)).Status
 	}
-	if s := status(ids[0]); s != http.StatusNotFound {
-		t.Errorf("the least recently used session %s: %d, want 404 after eviction", ids[0], s)
+	// Concurrent initializes at the cap: all refused, none evicts.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			r, err := c.Initialize(context.Background(), "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if r.Status != http.StatusServiceUnavailable || r.SessionID != "" {
+				t.Errorf("initialize past the cap: %v, want 503 without a session", r)
+			}
+			if e := r.Error(); e == nil || e["code"] != float64(mcphttp.CodeServerOverloaded) || !strings.Contains(e["message"].(string), "too many open sessions") {
+				t.Errorf("initialize past the cap: error %v", e)
+			}
+		})
 	}
-	if s := status(ids[2]); s != http.StatusOK {
-		t.Errorf("recent session: %d", s)
+	wg.Wait()
+	for _, id := range []string{a, b} {
+		if s := status(id); s != http.StatusOK {
+			t.Errorf("live session %s after the flood: %d, want 200", id, s)
+		}
 	}
+	if got := mw.Sessions(); got != 2 {
+		t.Fatalf("%d bindings, want 2", got)
+	}
+	// A DELETE makes room.
+	if r := must[*mcphttptest.Response](t)(c.Delete(t.Context(), a)); r.Status != http.StatusOK {
+		t.Fatal(r)
+	}
+	c3 := must[*mcphttptest.Response](t)(c.Initialize(t.Context(), ""))
+	if c3.Status != http.StatusOK {
+		t.Fatalf("initialize after a DELETE: %v", c3)
+	}
+	// Idle past the TTL: pruned to make room, and closed upstream.
+	mu.Lock()
 	now = now.Add(2 * time.Minute)
-	if s := status(ids[2]); s != http.StatusNotFound {
+	mu.Unlock()
+	if r := must[*mcphttptest.Response](t)(c.Initialize(t.Context(), "")); r.Status != http.StatusOK {
+		t.Fatalf("initialize after the others idled out: %v", r)
+	}
+	mu.Lock()
+	got := slices.Sorted(slices.Values(expired))
+	mu.Unlock()
+	if want := slices.Sorted(slices.Values([]string{b, c3.SessionID})); !slices.Equal(got, want) {
+		t.Errorf("closed as expired: %v, want %v", got, want)
+	}
+	if s := status(b); s != http.StatusNotFound {
 		t.Errorf("idle past the TTL: %d, want 404", s)
 	}
 }

@@ -14,21 +14,34 @@ var (
 	errWrongIdentity  = errors.New("session belongs to another credential")
 )
 
+// ErrTooManySessions is why an initialize was refused: the handler holds as
+// many sessions as its cap allows, and none has been idle long enough to be
+// forgotten. The client gets 503; a live session is never evicted to make
+// room, since that would hand one client's flood to every other client as a
+// 404.
+var ErrTooManySessions = errors.New("too many open sessions")
+
 // sessionTable remembers which credential created each session id. It is
 // strict: an id it did not see created is refused, so a forgotten binding
 // can never be picked up by another credential. A refused client gets 404,
 // and the spec tells it what to do then: initialize again.
 //
-// The table is an LRU list so that the cap evicts the least recently used
-// binding in O(1), and the idle TTL can prune from the cold end.
+// The table is bounded without eviction: an initialize first reserves a
+// slot (reserve), counted with the bindings, and gets ErrTooManySessions
+// when there is none; the slot becomes the binding (bind) or is given back
+// (unreserve). Only idle bindings past the TTL make room; they are pruned
+// from the cold end of an LRU list, and handed to onExpire (outside the
+// lock) so that whatever serves the session closes it too.
 type sessionTable struct {
-	max int
-	ttl time.Duration
-	now func() time.Time
+	max      int
+	ttl      time.Duration
+	now      func() time.Time
+	onExpire func(id string) // may be nil
 
-	mu  sync.Mutex               // protects following fields
-	ids map[string]*list.Element // of *binding
-	lru list.List                // front: most recently used
+	mu       sync.Mutex               // protects following fields
+	ids      map[string]*list.Element // of *binding
+	lru      list.List                // front: most recently used
+	reserved int                      // initializes in flight, each holding a slot
 }
 
 type binding struct {
@@ -36,23 +49,26 @@ type binding struct {
 	lastUsed time.Time
 }
 
-func newSessionTable(max int, ttl time.Duration, now func() time.Time) *sessionTable {
-	return &sessionTable{max: max, ttl: ttl, now: now, ids: make(map[string]*list.Element)}
+func newSessionTable(max int, ttl time.Duration, now func() time.Time, onExpire func(string)) *sessionTable {
+	return &sessionTable{max: max, ttl: ttl, now: now, onExpire: onExpire, ids: make(map[string]*list.Element)}
 }
 
 // check reports whether cred may use session id, and marks it used.
 func (t *sessionTable) check(id, cred string) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	e, ok := t.ids[id]
 	if !ok {
+		t.mu.Unlock()
 		return errUnknownSession
 	}
 	b := e.Value.(*binding)
 	if t.expiredLocked(b) {
 		t.removeLocked(e)
+		t.mu.Unlock()
+		t.expired([]string{id})
 		return errUnknownSession
 	}
+	defer t.mu.Unlock()
 	if b.cred != cred {
 		return errWrongIdentity
 	}
@@ -61,19 +77,43 @@ func (t *sessionTable) check(id, cred string) error {
 	return nil
 }
 
-// bind records that cred created session id.
+// reserve holds a slot for a session an initialize may create. Decided and
+// taken in one critical section, so concurrent initializes cannot together
+// pass the cap.
+func (t *sessionTable) reserve() error {
+	t.mu.Lock()
+	gone := t.pruneLocked()
+	full := len(t.ids)+t.reserved >= t.max
+	if !full {
+		t.reserved++
+	}
+	t.mu.Unlock()
+	t.expired(gone)
+	if full {
+		return ErrTooManySessions
+	}
+	return nil
+}
+
+// unreserve gives back a slot that no session took.
+func (t *sessionTable) unreserve() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reserved--; t.reserved < 0 {
+		panic("mcphttp: session slot given back twice")
+	}
+}
+
+// bind turns a reserved slot into the binding of session id to cred.
 func (t *sessionTable) bind(id, cred string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.reserved--; t.reserved < 0 {
+		panic("mcphttp: session bound without a reserved slot")
+	}
 	if e, ok := t.ids[id]; ok {
 		// A server never reuses an id; if it did, the newest creator wins.
 		t.removeLocked(e)
-	}
-	for back := t.lru.Back(); back != nil && t.expiredLocked(back.Value.(*binding)); back = t.lru.Back() {
-		t.removeLocked(back)
-	}
-	for t.lru.Len() >= t.max {
-		t.removeLocked(t.lru.Back())
 	}
 	t.ids[id] = t.lru.PushFront(&binding{id: id, cred: cred, lastUsed: t.now()})
 }
@@ -89,6 +129,7 @@ func (t *sessionTable) touch(id string) {
 	}
 }
 
+// forget drops id, which its server has already ended (a DELETE, a 404).
 func (t *sessionTable) forget(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -101,6 +142,27 @@ func (t *sessionTable) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.ids)
+}
+
+// pruneLocked drops the bindings idle past the TTL and returns their ids.
+func (t *sessionTable) pruneLocked() []string {
+	var gone []string
+	for back := t.lru.Back(); back != nil && t.expiredLocked(back.Value.(*binding)); back = t.lru.Back() {
+		gone = append(gone, back.Value.(*binding).id)
+		t.removeLocked(back)
+	}
+	return gone
+}
+
+// expired hands dropped ids to onExpire; never called under the lock (the
+// callback closes a session, which may do I/O).
+func (t *sessionTable) expired(ids []string) {
+	if t.onExpire == nil {
+		return
+	}
+	for _, id := range ids {
+		t.onExpire(id)
+	}
 }
 
 func (t *sessionTable) expiredLocked(b *binding) bool {

@@ -84,6 +84,7 @@ func (s *Studio) ListAgents(ctx context.Context) []AgentInfo {
 			for _, t := range tools {
 				infos[i].Tools = append(infos[i].Tools, t.Name)
 			}
+			s.learnTools(infos[i].Name, infos[i].Tools, true)
 		})
 	}
 	wg.Wait()

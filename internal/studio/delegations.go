@@ -1,6 +1,7 @@
 package studio
 
 import (
+	"crypto/sha256"
 	"net/http"
 	"strconv"
 	"sync"
@@ -38,7 +39,12 @@ type Delegation struct {
 	Agent string `json:"agent"`
 	Tool  string `json:"tool"`
 	From  string `json:"from,omitempty"`
-	RunID string `json:"run_id,omitempty"`
+	// FromSource says how the studio knows From: FromSourceAgent when the
+	// call came from the agent process the studio runs under that name
+	// (it carried that agent's key), FromSourceClaimed when only the
+	// chain in the call's _meta says so, which any client can write.
+	FromSource string `json:"from_source,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
 	// Outcome is "running" until the response ends, then "ok" or an error
 	// kind (see switchboard_agent_request_errors_total).
 	Outcome    string  `json:"outcome"`
@@ -49,6 +55,17 @@ type Delegation struct {
 	Recovery string `json:"recovery,omitempty"`
 	TraceID  string `json:"trace_id,omitempty"`
 }
+
+// How From is known.
+const (
+	FromSourceAgent   = "agent"
+	FromSourceClaimed = "claimed"
+)
+
+// maxPending bounds the calls waiting for their retry: each is a 404, which
+// any client can cause at will, so the map must not grow with them. Past
+// it, the oldest waiting call is dropped (it simply shows no retry).
+const maxPending = 1024
 
 // Outcomes and recoveries the ring writes.
 const (
@@ -66,7 +83,7 @@ type delegationLog struct {
 	ring    []*Delegation
 	next    int   // ring index of the next write
 	lastID  int64 // last assigned id
-	pending map[string]pendingRetry
+	pending map[[32]byte]pendingRetry // by the digest of the retry key: bounded keys
 }
 
 // pendingRetry is a call that got a 404, waiting for its retry.
@@ -76,7 +93,7 @@ type pendingRetry struct {
 }
 
 func newDelegationLog() *delegationLog {
-	return &delegationLog{ring: make([]*Delegation, recentDelegations), pending: make(map[string]pendingRetry)}
+	return &delegationLog{ring: make([]*Delegation, recentDelegations), pending: make(map[[32]byte]pendingRetry)}
 }
 
 // start records a call as it begins.
@@ -88,8 +105,16 @@ func (l *delegationLog) start(o *observation) *Delegation {
 		ID: l.lastID, Start: o.start, Agent: o.agent, Tool: o.tool, From: o.from,
 		RunID: o.runID, Outcome: OutcomeRunning, TraceID: o.traceID(),
 	}
-	if p, ok := l.pending[o.retryKey()]; ok && o.start.Sub(p.at) < retryWindow {
-		delete(l.pending, o.retryKey())
+	switch {
+	case o.from == "":
+	case o.fromSeen:
+		d.FromSource = FromSourceAgent
+	default:
+		d.FromSource = FromSourceClaimed
+	}
+	key := sha256.Sum256([]byte(o.retryKey()))
+	if p, ok := l.pending[key]; ok && o.start.Sub(p.at) < retryWindow {
+		delete(l.pending, key)
 		p.rec.Recovery = RecoveryRetried
 		d.Recovery = RecoveryRetrying
 	}
@@ -117,13 +142,20 @@ func (l *delegationLog) finish(d *Delegation, o *observation) {
 		d.Recovery = RecoveryFailed
 	case o.kind == "session_not_found":
 		now := time.Now()
+		var oldest [32]byte
+		var oldestAt time.Time
 		for k, p := range l.pending {
 			if now.Sub(p.at) >= retryWindow {
 				delete(l.pending, k)
+			} else if oldestAt.IsZero() || p.at.Before(oldestAt) {
+				oldest, oldestAt = k, p.at
 			}
 		}
+		if len(l.pending) >= maxPending {
+			delete(l.pending, oldest)
+		}
 		d.Recovery = RecoveryExpired
-		l.pending[o.retryKey()] = pendingRetry{rec: d, at: now}
+		l.pending[sha256.Sum256([]byte(o.retryKey()))] = pendingRetry{rec: d, at: now}
 	}
 }
 

@@ -55,11 +55,15 @@ func (w *lineWriter) flush() {
 // syncWriter serializes whole-line writes from every child's relay onto one
 // output, as log.Logger does, so lines never interleave mid-line.
 type syncWriter struct {
-	mu sync.Mutex // protects w
-	w  io.Writer
+	mu  sync.Mutex // protects w
+	w   io.Writer
+	tap func(prefix, line string) // also gets every line (the agent page's log tail); may be nil
 }
 
 func (s *syncWriter) writeLine(prefix, line string) {
+	if s.tap != nil {
+		s.tap(prefix, line)
+	}
 	b := make([]byte, 0, len(prefix)+len(line)+1)
 	b = append(b, prefix...)
 	b = append(b, line...)

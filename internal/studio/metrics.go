@@ -67,6 +67,7 @@ const scrapeTimeout = 2 * time.Second
 // studioMetrics are the instruments the proxy updates, on the studio's own
 // registry (never the global one: tests run several studios in a process).
 type studioMetrics struct {
+	s            *Studio
 	reg          *prometheus.Registry
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
@@ -78,6 +79,7 @@ type studioMetrics struct {
 func newStudioMetrics(s *Studio) *studioMetrics {
 	reg := prometheus.NewRegistry()
 	m := &studioMetrics{
+		s:   s,
 		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests,
@@ -149,18 +151,23 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// observe records one proxied request in the metrics.
-func (m *studioMetrics) observe(o *observation) {
-	m.requests.WithLabelValues(o.agent, o.method).Inc()
+// observe records one proxied request in the metrics, with labels from
+// bounded sets only (labels.go): the agent is a known one (the route
+// refuses others), the method one of MCP's, the tool one the agent lists,
+// the kind one of observe.go's.
+func (m *studioMetrics) observe(ctx context.Context, o *observation) {
+	method := methodLabel(o.method)
+	m.requests.WithLabelValues(o.agent, method).Inc()
 	if o.timed {
-		m.duration.WithLabelValues(o.agent, o.method).Observe(o.duration.Seconds())
+		m.duration.WithLabelValues(o.agent, method).Observe(o.duration.Seconds())
 	}
 	if o.kind != "" {
-		m.errors.WithLabelValues(o.agent, o.method, o.kind).Inc()
+		m.errors.WithLabelValues(o.agent, method, o.kind).Inc()
 	}
 	if o.method == "tools/call" {
-		m.toolCalls.WithLabelValues(o.agent, o.tool, o.outcome()).Inc()
-		m.toolDuration.WithLabelValues(o.agent, o.tool).Observe(o.duration.Seconds())
+		tool := m.s.toolLabel(ctx, o.agent, o.tool)
+		m.toolCalls.WithLabelValues(o.agent, tool, o.outcome()).Inc()
+		m.toolDuration.WithLabelValues(o.agent, tool).Observe(o.duration.Seconds())
 	}
 }
 

@@ -6,13 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
 
@@ -22,14 +23,19 @@ import (
 // no longer binds, a 413) and the studio's 503 for an agent that is down are
 // seen like the agent's.
 //
-// The request body is peeked (bounded, and put back untouched); the
-// response is watched as it streams, never held back: a tools/call answered
+// The request body is read once, here, against the studio's budget
+// (mcphttp.ReadRequest); the middleware inside uses the same parsed message
+// from the context. Nothing the observer keeps of it is unbounded: labels
+// come from known sets (labels.go), strings are truncated, and the chain is
+// read only when its text is small enough to be a chain. The response is
+// watched as it streams, never held back: a tools/call answered
 // as an SSE stream is parsed event by event for the JSON-RPC response to
 // this request, to tell a result from a JSON-RPC error and a tool's own
 // isError. Progress notifications pass through as they come.
 
-// maxSniff bounds what is buffered to parse one request or one response
-// message; a larger one passes through unparsed (outcome "unknown").
+// maxSniff bounds what is buffered to parse one response message; a larger
+// one passes through unparsed (outcome "unknown"). Responses come from the
+// agent, not from the client.
 const maxSniff = 4 << 20
 
 // observation is one proxied request.
@@ -44,8 +50,17 @@ type observation struct {
 	// From the tools/call's _meta.
 	runID       string
 	from        string // the delegating agent; "" for a client outside the fleet
+	fromSeen    bool   // from is the agent whose key the request carried, not only the chain's claim
 	traceparent string
 	argsDigest  string
+	args        json.RawMessage // the call's arguments, for the run page
+	depth       int             // agents on the chain before the callee
+
+	// Set by the route (runs_hooks.go): how long the studio held the
+	// request for a (re)starting agent, and whether it re-sent it to the
+	// agent's new process.
+	held     time.Duration
+	replayed bool
 
 	// kind is the error kind, "" when the request succeeded.
 	kind    string
@@ -79,33 +94,34 @@ func (o *observation) traceID() string {
 	return ""
 }
 
-// incomingMessage is what the observer reads of a POST body.
-type incomingMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params *struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      map[string]any  `json:"_meta"`
-	} `json:"params"`
-}
+// Bounds on what an observation keeps of the client's strings.
+const (
+	maxToolName    = 128
+	maxTraceparent = 55 // version-traceid-parentid-flags, W3C Trace Context
+	maxMessage     = 512
+)
 
 // observe runs next for a request to agent and records it.
 func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	o := &observation{agent: agent, method: r.Method, start: time.Now()}
 	sn := &sniffer{ResponseWriter: w}
+	r, release := mcphttp.ReadRequest(w, r, s.budget, s.maxBody())
+	defer release()
 	if r.Method == http.MethodPost {
 		o.timed = true
 		o.method = "unknown"
-		if msg, ok := peekMessage(r); ok {
+		if msg, ok := mcphttp.MessageFrom(r.Context()); ok {
 			o.readRequest(msg)
+			o.fromSeen = o.from != "" && s.agentKeyOf(r) == o.from
 			sn.wantID = msg.ID
 			sn.parse = msg.Method != "" && msg.ID != nil
 		}
 	}
 	var rec *Delegation
+	var call *callRecord
 	if o.method == "tools/call" {
 		rec = s.delegations.start(o)
+		call = s.calls.start(rec, o)
 	}
 	// A call is recorded when its answer is known: at the end of a JSON
 	// body, or, in an SSE stream, as soon as the response passes, before
@@ -116,64 +132,58 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 	record := func() {
 		o.duration = time.Since(o.start)
 		sn.finish(o, r.Context())
-		s.metrics.observe(o)
+		s.metrics.observe(r.Context(), o)
 		if rec != nil {
 			s.delegations.finish(rec, o)
+			s.calls.finish(call, o, sn.result)
 		}
+		s.series.observe(o)
 	}
 	sn.answered = func() { once.Do(record) }
-	next(sn, r)
+	next(sn, withObservation(r, o))
 	once.Do(record)
 }
 
-func (o *observation) readRequest(msg *incomingMessage) {
+func (o *observation) readRequest(msg *mcphttp.Message) {
 	switch {
 	case msg.Method != "":
-		o.method = msg.Method
+		o.method = truncate(msg.Method, maxToolName)
 	case msg.ID != nil:
 		o.method = "response"
 	}
-	if msg.Method != "tools/call" || msg.Params == nil {
+	if msg.Method != "tools/call" {
 		return
 	}
-	o.tool = msg.Params.Name
-	if tp, ok := msg.Params.Meta[telemetry.MetaTraceparent].(string); ok {
+	o.tool = truncate(msg.Tool, maxToolName)
+	var tp string
+	if raw, ok := msg.Meta[telemetry.MetaTraceparent]; ok && len(raw) <= maxTraceparent+2 && json.Unmarshal(raw, &tp) == nil {
 		o.traceparent = tp
 	}
-	if c, ok, err := delegation.FromMeta(msg.Params.Meta); ok && err == nil {
-		o.runID = c.RunID
-		if n := len(c.Agents); n > 0 {
-			o.from = c.Agents[n-1]
+	if raw, ok := msg.Meta[delegation.MetaKey]; ok {
+		// FromMetaJSON refuses a text too long to be a chain before
+		// parsing it: the cost is independent of the rest of the body.
+		if c, err := delegation.FromMetaJSON(raw); err == nil {
+			o.runID = c.RunID
+			if n := len(c.Agents); n > 0 {
+				o.from = c.Agents[n-1]
+			}
+			o.depth = len(c.Agents)
 		}
 	}
-	sum := sha256.Sum256(msg.Params.Arguments)
+	o.args = msg.Arguments
+	sum := sha256.Sum256(msg.Arguments)
 	o.argsDigest = hex.EncodeToString(sum[:8])
 }
 
-// peekMessage reads the POST body (bounded) and puts it back for the next
-// handler. ok is false when the body is too large or not a JSON object; the
-// middleware then answers it.
-func peekMessage(r *http.Request) (*incomingMessage, bool) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, false
+// truncate bounds a string kept from a request, at a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxSniff+1))
-	// Put back what was read in front of what was not: the middleware
-	// enforces the real limit and reports read errors.
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if err != nil || len(body) > maxSniff {
-		return nil, false
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	var msg incomingMessage
-	if json.Unmarshal(body, &msg) != nil {
-		return nil, false
-	}
-	return &msg, true
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
+	return s[:n] + "…"
 }
 
 // sniffer passes a response through and parses, on the way, the JSON-RPC
@@ -193,6 +203,7 @@ type sniffer struct {
 	found    bool   // the response to the request was seen
 	answered func() // called when the response is seen in an SSE stream, before it is passed on
 	runID    string
+	result   json.RawMessage // the JSON-RPC result, for the run page
 	rpcErr   *rpcErrorBody
 	isError  bool
 	errorMsg string
@@ -308,6 +319,12 @@ func (sn *sniffer) message(b []byte) {
 	sn.found = true
 	sn.rpcErr = m.Error
 	if m.Result != nil {
+		var raw struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(b, &raw) == nil {
+			sn.result = raw.Result
+		}
 		sn.isError = m.Result.IsError
 		if m.Result.Structured != nil {
 			sn.runID = m.Result.Structured.RunID
@@ -348,7 +365,7 @@ func (sn *sniffer) finish(o *observation, ctx context.Context) {
 		sn.message(sn.buf)
 	}
 	if o.runID == "" {
-		o.runID = sn.runID
+		o.runID = truncate(sn.runID, delegation.MaxRunIDLen)
 	}
 	switch {
 	case status == http.StatusNotFound:
@@ -373,4 +390,5 @@ func (sn *sniffer) finish(o *observation, ctx context.Context) {
 	default:
 		o.kind = "no_response"
 	}
+	o.message = truncate(o.message, maxMessage)
 }

@@ -14,13 +14,17 @@ import (
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 )
 
-// The studio page, at / of `switchboard up`: the agents with their state and
-// tools, each process's pool sessions, and the most recent delegations. The
-// server renders it whole (it reads fine without JavaScript), then a small
-// script polls /api/overview and redraws the tables, so delegations appear as
-// they happen. Everything the page needs is embedded in the binary and
-// served by the studio; the Content-Security-Policy allows nothing else, so
-// the page cannot fetch from the network even by mistake.
+// The studio's pages: / (the fleet: agents, pools, runs, recent
+// delegations), /runs/<id> (a run's task, answer and waterfall) and
+// /agents/<name> (an agent's state, history, charts, tools, logs). The
+// server renders each page whole, so it reads fine without JavaScript; a
+// small script (page/studio.js) keeps the part of the page marked live
+// current by fetching the same page's live part again (?fragment=1) when
+// its ETag changes, draws the charts, and drives the buttons and the tool
+// forms. One renderer, the templates, so the page and its updates cannot
+// disagree. Everything the page needs is embedded and served by the
+// studio; the Content-Security-Policy allows nothing else, so the page
+// cannot fetch from the network even by mistake.
 
 //go:embed page
 var pageFS embed.FS
@@ -29,26 +33,61 @@ var pageFS embed.FS
 // /api/overview show.
 const pageDelegations = 50
 
-// contentSecurityPolicy allows the page its own script, style and API, and
-// nothing from anywhere else.
-const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// pageRuns is how many runs the fleet page lists.
+const pageRuns = 50
 
-var pageTemplate = template.Must(template.New("index.html").Funcs(template.FuncMap{
-	"ms": func(v float64) string {
-		if v >= 1000 {
-			return fmt.Sprintf("%.2f s", v/1000)
-		}
-		return fmt.Sprintf("%.1f ms", v)
-	},
+// contentSecurityPolicy allows the page its own script, style and API, and
+// nothing from anywhere else. form-action 'self' lets the run filter (a GET
+// form) work without the script.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// timeLayout shows a time with its date and zone.
+const timeLayout = "2006-01-02 15:04:05 MST"
+
+func fmtMS(v float64) string {
+	switch {
+	case v >= 60000:
+		return fmt.Sprintf("%.1f min", v/60000)
+	case v >= 1000:
+		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
+	"ms": fmtMS,
 	"short": func(s string) string {
 		if len(s) > 8 {
 			return s[:8]
 		}
 		return s
 	},
-}).ParseFS(pageFS, "page/index.html"))
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.Local().Format(timeLayout)
+	},
+	"iso":    func(t time.Time) string { return t.Format(time.RFC3339Nano) },
+	"indent": indentJSON,
+	"badge": func(d Delegation) []string {
+		b, t := badge(d, &callRecord{})
+		return []string{b, t}
+	},
+	"dict": func(kv ...any) map[string]any {
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	},
+	"list": func(v ...string) []string { return v },
+	"zero": func(p PoolInfo) bool {
+		return p.Open == 0 && p.InUse == 0 && p.Idle == 0 && p.Dials == 0 && p.Reinitializations == 0 && p.Retries == 0 && p.Invalidations == 0
+	},
+}).ParseFS(pageFS, "page/*.html"))
 
-// Overview is everything the page shows: GET /api/overview.
+// Overview is what the fleet page shows, and GET /api/overview.
 type Overview struct {
 	URL         string       `json:"url"`
 	Time        time.Time    `json:"time"`
@@ -69,25 +108,217 @@ func (s *Studio) Overview(ctx context.Context) Overview {
 	}
 }
 
+// fleetPage is the template data of /.
+type fleetPage struct {
+	Overview
+	Runs   RunList
+	Filter RunFilter
+	Names  []string
+	Query  string // the filter as a query string, for the next page's link
+}
+
+// runPage is the template data of /runs/<id>.
+type runPage struct {
+	URL  string
+	Time time.Time
+	Run
+	Rows  []waterfallRow
+	Ticks []tick
+}
+
+// waterfallRow is one hop's bar: x and widths in the SVG's 0..1000 units.
+type waterfallRow struct {
+	Hop
+	N                   int
+	X, W, HeldX, HeldW  float64
+	Indent              int
+	ArgumentsIndented   string
+	ResultIndented      string
+	FromLabel, Duration string
+}
+
+type tick struct {
+	X     float64
+	Label string
+}
+
+// agentPage is the template data of /agents/<name>.
+type agentPage struct {
+	URL  string
+	Time time.Time
+	AgentDetail
+	Runs RunList
+}
+
+// testHookPage runs before a page or its live part is rendered; the
+// browser tests hold a page's update in it.
+var testHookPage = func(path string, fragment bool) {}
+
 func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
-		mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, "GET / is the studio page")
+		mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, "GET "+r.URL.EscapedPath()+" is a studio page")
 		return
 	}
+	path := r.URL.EscapedPath()
+	fragment := r.URL.Query().Get("fragment") == "1"
+	testHookPage(path, fragment)
+	var name string
+	var data any
+	var etag string
+	switch {
+	case path == "/" || path == "/runs":
+		f, err := runFilterFrom(r)
+		if err != nil {
+			mcphttp.WriteJSONError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if f.Limit == 0 {
+			f.Limit = pageRuns
+		}
+		etag = s.pageETag("fleet", s.fleetVersion())
+		if notModified(w, r, etag) {
+			return
+		}
+		q := r.URL.Query()
+		q.Del("fragment")
+		q.Del("before")
+		data = fleetPage{Overview: s.Overview(r.Context()), Runs: s.runList(f), Filter: f, Names: s.names, Query: q.Encode()}
+		name = "index"
+	case strings.HasPrefix(path, "/runs/"):
+		id := strings.TrimPrefix(path, "/runs/")
+		etag = s.pageETag("run", "")
+		if notModified(w, r, etag) {
+			return
+		}
+		run, ok := s.calls.Run(id)
+		if !validName(id) || !ok {
+			s.pageNotFound(w, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, maxCalls))
+			return
+		}
+		data = newRunPage(s.url, run)
+		name = "run"
+	case strings.HasPrefix(path, "/agents/"):
+		agent := strings.TrimPrefix(path, "/agents/")
+		if _, ok := s.agents[agent]; !ok || !validName(agent) {
+			s.pageNotFound(w, fmt.Sprintf("no agent %q; known agents: %s", agent, strings.Join(s.names, ", ")))
+			return
+		}
+		etag = s.pageETag("agent", s.agentVersion(agent))
+		if notModified(w, r, etag) {
+			return
+		}
+		d, _ := s.AgentDetail(r.Context(), agent)
+		data = agentPage{URL: s.url, Time: time.Now(), AgentDetail: d, Runs: s.runList(RunFilter{Agent: agent, Limit: 10})}
+		name = "agent"
+	default:
+		notFound(w, path)
+		return
+	}
+	if fragment {
+		name += "-live"
+	}
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, s.Overview(r.Context())); err != nil {
-		s.logger.Error("rendering the studio page", "err", err)
+	if err := pageTemplate.ExecuteTemplate(&buf, name, data); err != nil {
+		s.logger.Error("rendering a studio page", "page", name, "err", err)
 		http.Error(w, "rendering the page failed", http.StatusInternalServerError)
 		return
 	}
 	pageHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("ETag", etag)
 	w.Write(buf.Bytes())
 }
 
-// testHookOverview runs before /api/overview answers; the browser test
-// holds the page's first poll in it while it makes a delegation.
+func (s *Studio) pageNotFound(w http.ResponseWriter, msg string) {
+	var buf bytes.Buffer
+	pageTemplate.ExecuteTemplate(&buf, "notfound", map[string]string{"Message": msg})
+	pageHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusNotFound)
+	w.Write(buf.Bytes())
+}
+
+// fleetVersion changes when anything the fleet page shows changes (the
+// pools' numbers move with calls, which change the calls' version).
+func (s *Studio) fleetVersion() string {
+	var b strings.Builder
+	for _, n := range s.names {
+		b.WriteString(s.agentVersion(n))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// pageETag names what a page showed: the recorded calls' version, what
+// else it depends on, and the minute (a running run's duration and the
+// charts move with time).
+func (s *Studio) pageETag(kind, extra string) string {
+	return fmt.Sprintf(`"%s-%d-%d-%x"`, kind, s.calls.Version(), time.Now().Unix()/10, fnv32(extra))
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
+	if r.Header.Get("If-None-Match") != etag {
+		return false
+	}
+	w.Header().Set("ETag", etag)
+	w.WriteHeader(http.StatusNotModified)
+	return true
+}
+
+func newRunPage(url string, run Run) runPage {
+	p := runPage{URL: url, Time: time.Now(), Run: run}
+	total := run.DurationMS
+	for _, h := range run.Hops {
+		total = max(total, h.OffsetMS+h.DurationMS)
+	}
+	if total <= 0 {
+		total = 1
+	}
+	scale := 1000 / total
+	for i, h := range run.Hops {
+		row := waterfallRow{Hop: h, N: i + 1, Indent: min(h.Depth, 6)}
+		row.X = h.OffsetMS * scale
+		d := h.DurationMS
+		if h.Outcome == OutcomeRunning {
+			d = total - h.OffsetMS
+		}
+		row.W = max(d*scale, 2)
+		if row.X+row.W > 1000 {
+			row.W = max(1000-row.X, 2)
+		}
+		if h.HeldMS > 0 {
+			row.HeldX, row.HeldW = row.X, min(h.HeldMS*scale, row.W)
+		}
+		row.ArgumentsIndented = indentJSON(h.Arguments)
+		row.ResultIndented = indentJSON(h.Result)
+		row.FromLabel = h.From
+		if row.FromLabel == "" {
+			row.FromLabel = "client"
+		}
+		row.Duration = fmtMS(h.DurationMS)
+		if h.Outcome == OutcomeRunning {
+			row.Duration = "running"
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	for i := 0; i <= 4; i++ {
+		p.Ticks = append(p.Ticks, tick{X: float64(i) * 250, Label: fmtMS(total * float64(i) / 4)})
+	}
+	return p
+}
+
+// testHookOverview runs before /api/overview answers.
 var testHookOverview = func() {}
 
 func (s *Studio) serveOverview(w http.ResponseWriter, r *http.Request) {
@@ -103,7 +334,7 @@ var staticFS = func() http.Handler {
 	return http.StripPrefix("/static/", http.FileServerFS(sub))
 }()
 
-// serveStatic serves the page's script and style sheet (not its template).
+// serveStatic serves the page's script and style sheet (not its templates).
 func (s *Studio) serveStatic(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/static/")
 	if name != "studio.css" && name != "studio.js" {

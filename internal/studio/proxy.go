@@ -75,6 +75,7 @@ func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
 			pr.Out.URL.RawPath = u.RawPath
 			pr.Out.Host = ""
 			pr.Out.Header.Del("Origin")
+			pr.Out.Header.Del(HeaderAgentKey) // the studio's to check, nobody else's to see
 		},
 		FlushInterval: -1,
 		Transport:     o.Transport,

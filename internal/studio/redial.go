@@ -42,6 +42,7 @@ func (t *redialTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		again.Body = body
 	}
+	noteReplayed(req.Context())
 	return t.base.RoundTrip(again)
 }
 

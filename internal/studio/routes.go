@@ -44,7 +44,7 @@ func (s *Studio) routes() http.Handler {
 			io.WriteString(w, "ok\n")
 		case path == "/api" || strings.HasPrefix(path, "/api/"):
 			api.ServeHTTP(w, r)
-		case path == "/":
+		case path == "/" || isConsolePage(path):
 			page.ServeHTTP(w, r)
 		case strings.HasPrefix(path, "/static/"):
 			static.ServeHTTP(w, r)
@@ -86,6 +86,9 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		serve(w, r)
 	}
+	if s.serveConsoleAPI(w, r, path) {
+		return
+	}
 	switch path {
 	case "/api/agents":
 		get("lists the agents", s.serveAgents)
@@ -115,7 +118,9 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.observe(name, w, r, func(w http.ResponseWriter, r *http.Request) {
+		held := time.Now()
 		st := m.proc.awaitRunning(r.Context(), s.opts.RestartWait, "")
+		noteHeld(r.Context(), time.Since(held))
 		if st.state != StateRunning || st.upstream == nil {
 			writeDown(w, name, st)
 			return
@@ -154,6 +159,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
+			Budget:         s.budget,
 			SessionIdleTTL: sessionIdleTTL,
 			Logger:         s.logger.With("agent", name),
 			// The token (if any) was checked by the studio for all of /api/.

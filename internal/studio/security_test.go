@@ -96,7 +96,6 @@ func checkPathEscapes(t *testing.T, s *Studio) {
 		"/api/agents/abacus;x/mcp",
 		"/api/agents/abacus%5Cmcp",
 		"/api/agents/abacus\\mcp",
-		"/api/agents/abacus",
 		"/api/agents/mcp",
 		"/api/agents/abacus/MCP",
 		"/API/agents/abacus/mcp",
@@ -106,6 +105,10 @@ func checkPathEscapes(t *testing.T, s *Studio) {
 		if code != http.StatusNotFound || strings.Contains(got, "protocolVersion") {
 			t.Errorf("POST %s: %d %.200s, want 404 and nothing from the agent", target, code, got)
 		}
+	}
+	// /api/agents/<name> is the agent page's data: GET only.
+	if code, got := send("/api/agents/abacus"); code != http.StatusMethodNotAllowed || strings.Contains(got, "protocolVersion") {
+		t.Errorf("POST /api/agents/abacus: %d %.200s, want 405 and nothing from the agent", code, got)
 	}
 }
 

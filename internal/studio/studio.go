@@ -9,6 +9,7 @@ package studio
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -94,7 +95,30 @@ type Options struct {
 	// MaxBodyBytes bounds a proxied request body; default
 	// mcphttp.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Budget bounds the studio's connections, in-flight body bytes and
+	// body time; default mcphttp.NewBudget(nil).
+	Budget *mcphttp.BudgetOptions
+	// AgentMaxConcurrent is passed to every agent as --max-concurrent: the
+	// tools/call requests one agent runs at once; default
+	// DefaultAgentMaxConcurrent, negative: no cap.
+	AgentMaxConcurrent int
 }
+
+// DefaultAgentMaxConcurrent is the default cap on the tools/calls one agent
+// started by the studio runs at once; more wait for a slot (each until its
+// caller's deadline). It bounds what a flood of calls can make an agent do
+// at once, far above what one person's tools ask of it.
+const DefaultAgentMaxConcurrent = 32
+
+// EnvAgentKey is set in each agent's environment to a key of its own, which
+// the bundled tools/mcp.json sends as HeaderAgentKey: the studio then knows
+// that a delegation came from the agent it started, not only that the
+// chain says so.
+const EnvAgentKey = "SWITCHBOARD_AGENT_KEY"
+
+// HeaderAgentKey carries an agent's key to the studio; the proxy does not
+// forward it.
+const HeaderAgentKey = "X-Switchboard-Agent-Key"
 
 // failedAfter consecutive failed runs mark an agent failed (it is still
 // retried, at the backoff cap).
@@ -103,6 +127,10 @@ const failedAfter = 5
 // childWaitDelay bounds how long an agent's exit waits for its output pipes
 // (see exec.Cmd.WaitDelay).
 const childWaitDelay = 2 * time.Second
+
+// maxHeaderBytes bounds a request's header: MCP sends a handful of short
+// headers.
+const maxHeaderBytes = 64 << 10
 
 // shutdownTimeout bounds how long Close waits for proxied requests.
 const shutdownTimeout = 5 * time.Second
@@ -125,6 +153,10 @@ type Studio struct {
 
 	metrics     *studioMetrics
 	delegations *delegationLog
+	budget      *mcphttp.Budget       // the whole process's: connections, body bytes, body time
+	tools       map[string]*toolNames // by agent; fixed after Start (labels.go)
+	agentKeys   map[string]string     // agent name by its key; fixed after Start
+	console                           // runs, charts, log tails (console.go)
 
 	stop    context.CancelFunc // stops the supervisors
 	wg      sync.WaitGroup     // supervisors and the server
@@ -188,6 +220,15 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		transport: newTransport(),
 		agents:    make(map[string]*managed),
 		served:    make(chan error, 1),
+		budget:    mcphttp.NewBudget(o.Budget),
+		tools:     make(map[string]*toolNames),
+		agentKeys: make(map[string]string),
+	}
+	keys := make(map[string]string) // by agent name
+	for _, d := range defs {
+		keys[d.Name] = rand.Text()
+		s.agentKeys[keys[d.Name]] = d.Name
+		s.tools[d.Name] = &toolNames{}
 	}
 	s.pool = pool.New(&pool.Options{
 		HTTPClient: &http.Client{Transport: s.transport},
@@ -195,6 +236,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
 	s.delegations = newDelegationLog()
+	s.console = newConsole(o, s.delegations)
 	s.metrics = newStudioMetrics(s)
 	cfg := &supervisorConfig{
 		exe:          o.Executable,
@@ -207,7 +249,17 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		maxBackoff:   o.MaxBackoff,
 		healthyAfter: o.HealthyAfter,
 		logger:       o.Logger,
-		out:          &syncWriter{w: o.AgentOutput},
+		out:          &syncWriter{w: o.AgentOutput, tap: s.logs.add},
+		agentEnv: func(name string) []string {
+			env := []string{EnvAgentKey + "=" + keys[name]}
+			if o.Token != "" {
+				// What the bundled tools/mcp.json sends, so that agents
+				// reach their siblings through a studio that requires it.
+				env = append(env, EnvToken+"="+o.Token)
+			}
+			return env
+		},
+		maxConcurrent: o.AgentMaxConcurrent,
 	}
 	for _, d := range defs {
 		cfg.prefixWidth = max(cfg.prefixWidth, len(d.Name))
@@ -224,14 +276,18 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		s.names = append(s.names, d.Name)
 	}
 	slices.Sort(s.names)
+	s.series = newSeriesLog(s.names)
 	if len(defs) == 0 {
 		o.Logger.Warn("no agents found", "dir", filepath.Join(o.Dir, "agents"))
 	}
 
 	s.handler = s.routes()
 	s.srv = &http.Server{
-		Handler:           s.handler,
+		// The budget sets each request's body deadline (no ReadTimeout:
+		// it would also end SSE streams, whose request is still "read").
+		Handler:           s.budget.Handler(s.handler),
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 		// No WriteTimeout: SSE streams are long-lived by design.
@@ -239,7 +295,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.served <- s.srv.Serve(ln)
+		s.served <- s.srv.Serve(s.budget.Listener(ln))
 	}()
 
 	// The supervisors live until Close, not until ctx is done.
@@ -297,6 +353,15 @@ func resolve(opts *Options) (Options, error) {
 	def(&o.MinBackoff, 250*time.Millisecond)
 	def(&o.MaxBackoff, 30*time.Second)
 	def(&o.HealthyAfter, 30*time.Second)
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = mcphttp.DefaultMaxBodyBytes
+	}
+	switch {
+	case o.AgentMaxConcurrent == 0:
+		o.AgentMaxConcurrent = DefaultAgentMaxConcurrent
+	case o.AgentMaxConcurrent < 0:
+		o.AgentMaxConcurrent = 0 // agent serve: no cap
+	}
 	return o, nil
 }
 
@@ -325,6 +390,21 @@ func (s *Studio) URL() string { return s.url }
 
 // AgentURL is the proxied MCP endpoint of agent name.
 func (s *Studio) AgentURL(name string) string { return s.url + "/api/agents/" + name + "/mcp" }
+
+// maxBody is the bound of a proxied request body.
+func (s *Studio) maxBody() int64 { return s.opts.MaxBodyBytes }
+
+// agentKeyOf returns the agent whose key r carries, or "".
+func (s *Studio) agentKeyOf(r *http.Request) string {
+	k := r.Header.Get(HeaderAgentKey)
+	if k == "" {
+		return ""
+	}
+	return s.agentKeys[k]
+}
+
+// Budget reports the studio's budget use (connections, body bytes).
+func (s *Studio) Budget() mcphttp.BudgetStats { return s.budget.Stats() }
 
 // Handler is the studio's HTTP handler (what it serves on URL).
 func (s *Studio) Handler() http.Handler { return s.handler }

@@ -154,7 +154,7 @@ func TestStudioInProcess(t *testing.T) {
 			"/api/agents/abacus%2Fmcp",
 			"/api/agents/abacus/mcp/extra",
 			"/api/agents/abacus/mcp/",
-			"/api/agents/abacus",
+			"/api/agents/abacus/nope",
 			"/api/agents//mcp",
 			"/api/agents/./mcp",
 			"/api/nope",

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,6 +54,11 @@ type supervisorConfig struct {
 	logger       *slog.Logger
 	out          *syncWriter
 	prefixWidth  int
+
+	// agentEnv is added to one agent's environment (its key, the token);
+	// maxConcurrent is its --max-concurrent (0: none passed).
+	agentEnv      func(name string) []string
+	maxConcurrent int
 }
 
 // agentProc is one supervised agent.
@@ -64,6 +70,8 @@ type agentProc struct {
 
 	firstDone chan struct{} // closed once the first start has succeeded or failed
 	firstOnce sync.Once
+
+	ctl agentControl // restarts and stops asked for from the page (supervisor_control.go)
 
 	mu        sync.Mutex    // protects following fields
 	changed   chan struct{} // closed and replaced on every state change; see awaitRunning
@@ -92,10 +100,14 @@ func (a *agentProc) run(ctx context.Context) {
 		a.markFirst()
 	}()
 	failures := 0
-	for {
-		ranFor, err := a.runOnce(ctx)
+	for ctx.Err() == nil {
+		ranFor, err := a.runOnce(a.ctl.begin(ctx))
 		if ctx.Err() != nil {
 			return
+		}
+		if a.controlled(ctx) {
+			failures = 0
+			continue
 		}
 		if ranFor >= a.cfg.healthyAfter {
 			failures = 0
@@ -118,6 +130,7 @@ func (a *agentProc) run(ctx context.Context) {
 		lastErr := a.lastErr
 		a.mu.Unlock()
 		a.markFirst()
+		a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr, NextStart: time.Now().Add(delay)})
 		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
 
 		t := time.NewTimer(delay)
@@ -168,7 +181,13 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 		"--listen", "127.0.0.1:0",
 		"--data-dir", a.dataDir,
 		"--log-format", a.cfg.logFormat)
+	if a.cfg.maxConcurrent > 0 {
+		cmd.Args = append(cmd.Args, "--max-concurrent", strconv.Itoa(a.cfg.maxConcurrent))
+	}
 	cmd.Env = append(append(os.Environ(), a.cfg.env...), EnvStudioURL+"="+a.cfg.studioURL)
+	if a.cfg.agentEnv != nil {
+		cmd.Env = append(cmd.Env, a.cfg.agentEnv(a.def.Name)...)
+	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// After the child exits, its output pipes may stay open in a grandchild

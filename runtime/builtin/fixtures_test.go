@@ -62,6 +62,15 @@ const abacusSchemas = `[
    "unit":{"type":"string","enum":["days","weeks","months","years"],"default":"days","description":"For add and subtract: days, weeks, months or years. Months and years keep the day of the month, clamped to the month's last day (Jan 31 + 1 month = Feb 28 or 29)."}}}}
 ]`
 
+// memorySchemas are two tools of @modelcontextprotocol/server-memory, as
+// the runtime offers them.
+const memorySchemas = `[
+ {"name":"memory__create_entities","description":"Create multiple new entities in the knowledge graph",
+  "parameters":{"type":"object","required":["entities"],"properties":{"entities":{"type":"array","items":{"type":"object"}}}}},
+ {"name":"memory__search_nodes","description":"Search for nodes in the knowledge graph based on a query",
+  "parameters":{"type":"object","required":["query"],"properties":{"query":{"type":"string","description":"The search query to match against entity names, types, and observation content"}}}}
+]`
+
 // openaiTools decodes schema lists into go-openai tools.
 func openaiTools(t testing.TB, lists ...string) []openai.Tool {
 	t.Helper()

@@ -23,7 +23,7 @@ import (
 const maxBody = 16 << 20
 
 // fingerprint names this planner's behaviour; change it when answers change.
-const fingerprint = "fp_builtin_planner_1"
+const fingerprint = "fp_builtin_grammar_2"
 
 // Handler returns the builtin model's HTTP handler. It serves
 //
@@ -123,11 +123,12 @@ func chatCompletions(w http.ResponseWriter, r *http.Request) {
 			tc := toolCall{ID: fmt.Sprintf("call_%d_%s", n+i+1, hash[:12]), Type: "function"}
 			tc.Function.Name, tc.Function.Arguments = c.name, c.args
 			msg.ToolCalls = append(msg.ToolCalls, tc)
-			completion += 1 + len(words(c.args))
+			completion += 1 + len(strings.Fields(c.args))
 		}
 	} else {
 		text := rep.text
 		msg.Content = &text
+		msg.Refusal = rep.refusal
 		completion = len(strings.Fields(text))
 	}
 	prompt := len(strings.Fields(string(body)))
@@ -237,6 +238,9 @@ func stream(w http.ResponseWriter, resp chatResponse, msg *outMessage, finish st
 	send([]chatChoice{{Delta: &outDelta{Role: "assistant", Content: &empty}}}, nil)
 	if msg.Content != nil {
 		send([]chatChoice{{Delta: &outDelta{Content: msg.Content}}}, nil)
+	}
+	if msg.Refusal != "" {
+		send([]chatChoice{{Delta: &outDelta{Refusal: msg.Refusal}}}, nil)
 	}
 	for i, tc := range msg.ToolCalls {
 		tc.Index = &i

@@ -141,7 +141,7 @@ func TestREADMETaskEndToEnd(t *testing.T) {
 	want := []round{
 		{calls: []call{{"packrat__store_note", `{"text":"the launch moved to Friday"}`}}},
 		{calls: []call{{"packrat__search_notes", `{"query":"launch"}`}}},
-		{text: "I stored that note (id 1). Here is what I know about the launch: the launch moved to Friday."},
+		{text: "packrat.store_note: Stored note 1.\npackrat.search_notes: 1 note(s) matching \"launch\", newest first: Note 1 (stored 2026-01-02T03:04:05Z) the launch moved to Friday"},
 	}
 	t.Run("transport", func(t *testing.T) {
 		got := runTurn(t, newClient(t), readmeTask, tools, (&archive{}).run)
@@ -161,124 +161,140 @@ func TestREADMETaskEndToEnd(t *testing.T) {
 	})
 }
 
-// The README task asked twice: the archive holds the fact twice, the answer
-// says it once.
-func TestREADMETaskTwiceStatesTheFactOnce(t *testing.T) {
-	tools := openaiTools(t, packratSchemas, abacusSchemas)
-	a := &archive{notes: []string{"the launch moved to Friday"}}
-	got := runTurn(t, newClient(t), readmeTask, tools, a.run)
-	want := "I stored that note (id 2). Here is what I know about the launch: the launch moved to Friday."
-	if len(got) != 3 || got[2].text != want {
-		t.Fatalf("turn: %+v\nwant the answer %q", got, want)
+// TestGrammar runs each rule of doc.go's grammar through whole turns: the
+// calls it makes and the answer, which names the tool behind every figure.
+func TestGrammar(t *testing.T) {
+	calc := func(_, args string) string {
+		var in struct{ Expression string }
+		json.Unmarshal([]byte(args), &in)
+		return map[string]string{
+			"2 + 3": "2 + 3 = 5", "17/100*2340": "17/100*2340 = 397.8", "2+2": "2+2 = 4",
+			"12 * 7": "12 * 7 = 84", "84 * 2": "84 * 2 = 168", "sqrt 16": "sqrt 16 = 4",
+		}[in.Expression]
+	}
+	for _, tc := range []struct {
+		task  string
+		tools []string
+		run   toolFunc
+		want  []round
+	}{
+		{"add 2 and 3", []string{abacusSchemas}, calc, []round{
+			{calls: []call{{"abacus__calculate", `{"expression":"2 + 3"}`}}},
+			{text: "abacus.calculate: 2 + 3 = 5"}}},
+		{"what is 17% of 2340?", []string{abacusSchemas}, calc, []round{
+			{calls: []call{{"abacus__calculate", `{"expression":"17/100*2340"}`}}},
+			{text: "abacus.calculate: 17/100*2340 = 397.8"}}},
+		{"what is 12 times 7, then multiply that by 2", []string{abacusSchemas}, calc, []round{
+			{calls: []call{{"abacus__calculate", `{"expression":"12 * 7"}`}}},
+			{calls: []call{{"abacus__calculate", `{"expression":"84 * 2"}`}}},
+			{text: "abacus.calculate: 12 * 7 = 84\nabacus.calculate: 84 * 2 = 168"}}},
+		// The result of a calculation is what is stored, not the words.
+		{"what is 2+2, then remember the result", []string{packratSchemas, abacusSchemas}, func(name, args string) string {
+			if name == "packrat__store_note" {
+				return "Stored note 7."
+			}
+			return calc(name, args)
+		}, []round{
+			{calls: []call{{"abacus__calculate", `{"expression":"2+2"}`}}},
+			{calls: []call{{"packrat__store_note", `{"text":"4"}`}}},
+			{text: "abacus.calculate: 2+2 = 4\npackrat.store_note: Stored note 7."}}},
+		// A tool's name first, with name=value pairs; "NAME value" for one
+		// of several text parameters.
+		{`abacus__date_math operation=weekday date=2026-01-02`, []string{abacusSchemas}, func(string, string) string { return "2026-01-02 is a Friday." }, []round{
+			{calls: []call{{"abacus__date_math", `{"date":"2026-01-02","operation":"weekday"}`}}},
+			{text: "abacus.date_math: 2026-01-02 is a Friday."}}},
+		{"convert 5 km to mi", []string{abacusSchemas}, func(string, string) string { return "5 km = 3.10686 mi" }, []round{
+			{calls: []call{{"abacus__convert_units", `{"from":"km","to":"mi","value":5}`}}},
+			{text: "abacus.convert_units: 5 km = 3.10686 mi"}}},
+		{`packrat__store_note {"text":"verbatim","tags":["a"]}`, []string{packratSchemas}, func(string, string) string { return "Stored note 1." }, []round{
+			{calls: []call{{"packrat__store_note", `{"tags":["a"],"text":"verbatim"}`}}},
+			{text: "packrat.store_note: Stored note 1."}}},
+	} {
+		t.Run(tc.task, func(t *testing.T) {
+			got := runTurn(t, newClient(t), tc.task, openaiTools(t, tc.tools...), tc.run)
+			if !reflect.DeepEqual(tc.want, got) {
+				t.Errorf("turn:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
 	}
 }
 
-func TestParallelIndependentSteps(t *testing.T) {
-	tools := openaiTools(t, packratSchemas, abacusSchemas)
-	got := runTurn(t, newClient(t), "calculate 2+2 and convert 5 km to miles", tools, (&archive{}).run)
-	want := []round{
-		{calls: []call{
-			{"abacus__calculate", `{"expression":"2+2"}`},
-			{"abacus__convert_units", `{"from":"km","to":"miles","value":5}`},
-		}},
-		{text: "2+2 = 4. 5 km = 3.10686 mi."},
-	}
-	if !reflect.DeepEqual(want, got) {
-		t.Errorf("turn:\n got %+v\nwant %+v", got, want)
-	}
-}
-
-func TestParallelToolCallsFalse(t *testing.T) {
-	c := newClient(t)
-	resp, err := c.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
-		Model:             ModelName,
-		Messages:          []openai.ChatCompletionMessage{{Role: "user", Content: "calculate 2+2 and convert 5 km to miles"}},
-		Tools:             openaiTools(t, abacusSchemas),
-		ParallelToolCalls: false,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(resp.Choices[0].Message.ToolCalls); n != 1 {
-		t.Errorf("parallel_tool_calls=false: got %d tool calls, want 1", n)
-	}
-}
-
-func TestSameAgentWriteThenReadIsSequential(t *testing.T) {
-	tools := openaiTools(t, packratSchemas)
-	got := runTurn(t, newClient(t), "remember that the demo is at noon and tell me what you know about the demo", tools, (&archive{}).run)
-	if len(got) != 3 || len(got[0].calls) != 1 || len(got[1].calls) != 1 {
-		t.Fatalf("want store, then search, then answer; got %+v", got)
-	}
-	if want := "I stored that note (id 1). Here is what I know about the demo: the demo is at noon."; got[2].text != want {
-		t.Errorf("answer %q, want %q", got[2].text, want)
+// TestRefusals: what the grammar cannot read with certainty is not done,
+// and the answer says what and why, as the chat API's refusal.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		task  string
+		tools []string
+		want  string
+	}{
+		{"calculate 2 + ", []string{abacusSchemas}, `I did not do "calculate 2 +": cannot read "2 +" as arithmetic: it is incomplete: it ends with "+".`},
+		{"what is 2 *", []string{abacusSchemas}, `I did not do "what is 2 *": cannot read "2 *" as arithmetic: it is incomplete: it ends with "*".`},
+		{"calculate the tax", []string{abacusSchemas}, `I did not do "calculate the tax": cannot read "the tax" as arithmetic: "the" is not a number, a constant or a function call.`},
+		{"What's the capital of France?", []string{abacusSchemas}, `I did not do "What's the capital of France": it starts with "what's", which names no tool, and it is not arithmetic; start the step with a tool's name or a verb from its description.`},
+		{"fly me to the moon", []string{packratSchemas}, `I did not do "fly me to the moon": no offered tool has "fly" in its name or description.`},
+		{"remember the result", []string{packratSchemas}, `I did not do "remember the result": "the result" refers to an earlier result, and there is none.`},
+		{"get_note the budget one", []string{packratSchemas}, `I did not do "get_note the budget one": packrat.get_note needs id (The note's numeric id, as returned by store_note, search_notes or list_notes), and there is no number left in "the budget one".`},
+		{"remember that the launch moved", nil, `I did not do "remember that the launch moved": I have no tools in this conversation, and the builtin model (a deterministic planner, not a language model) works only through tools.`},
+		// Two servers with a search tool: the grammar does not pick one.
+		{"tell me what you know about the launch", []string{packratSchemas, memorySchemas}, `I did not do "tell me what you know about the launch": ambiguous: 2 tools with "search" in their names (packrat.search_notes, memory.search_nodes); name one of them at the start of the step.`},
+	} {
+		t.Run(tc.task, func(t *testing.T) {
+			resp, err := newClient(t).CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+				Messages: []openai.ChatCompletionMessage{{Role: "user", Content: tc.task}},
+				Tools:    openaiTools(t, tc.tools...),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := resp.Choices[0].Message
+			if len(m.ToolCalls) != 0 || m.Content != tc.want || m.Refusal != tc.want {
+				t.Errorf("got calls %v, content %q, refusal %q\nwant the refusal %q", m.ToolCalls, m.Content, m.Refusal, tc.want)
+			}
+		})
 	}
 }
 
-func TestToolFailureIsReported(t *testing.T) {
-	tools := openaiTools(t, packratSchemas)
-	failing := func(name, args string) string {
-		if name == "packrat__store_note" {
-			return `Error: the call to agent "packrat", tool "store_note" failed: JSON-RPC error -32603: disk full.`
-		}
-		return "No notes matching \"launch\"."
-	}
-	got := runTurn(t, newClient(t), readmeTask, tools, failing)
-	want := "packrat.store_note failed: JSON-RPC error -32603: disk full. I found nothing about the launch."
+// TestPartlyDone: the steps that could be done are, and the answer says
+// which could not.
+func TestPartlyDone(t *testing.T) {
+	got := runTurn(t, newClient(t), "Remember that the demo is at noon. Fly me to the moon.", openaiTools(t, packratSchemas), (&archive{}).run)
+	want := "packrat.store_note: Stored note 1.\nI did not do \"Fly me to the moon\": no offered tool has \"fly\" in its name or description."
 	if last := got[len(got)-1].text; last != want {
 		t.Errorf("answer %q, want %q", last, want)
 	}
 }
 
-func TestDependentStepUsesEarlierResult(t *testing.T) {
-	tools := openaiTools(t, abacusSchemas)
-	results := map[string]string{
-		`{"expression":"12 * 7"}`: "12 * 7 = 84",
-		`{"expression":"84 * 2"}`: "84 * 2 = 168",
+// TestToolFailureIsReported: a tool error is reported as a failure of that
+// tool, and a later step that needs its result is not done.
+func TestToolFailureIsReported(t *testing.T) {
+	failing := func(name, args string) string {
+		return `Error: the call to agent "abacus", tool "calculate" failed: JSON-RPC error -32603: out of memory.`
 	}
-	got := runTurn(t, newClient(t), "what is 12 times 7, then multiply that by 2", tools, func(_, args string) string { return results[args] })
-	want := []round{
-		{calls: []call{{"abacus__calculate", `{"expression":"12 * 7"}`}}},
-		{calls: []call{{"abacus__calculate", `{"expression":"84 * 2"}`}}},
-		{text: "12 * 7 = 84. 84 * 2 = 168."},
-	}
-	if !reflect.DeepEqual(want, got) {
-		t.Errorf("turn:\n got %+v\nwant %+v", got, want)
+	got := runTurn(t, newClient(t), "what is 2+2, then remember the result", openaiTools(t, packratSchemas, abacusSchemas), failing)
+	want := "abacus.calculate failed: the call to agent \"abacus\", tool \"calculate\" failed: JSON-RPC error -32603: out of memory.\n" +
+		"I did not do \"remember the result\": it may depend on the step before, which failed."
+	if len(got) != 2 || got[1].text != want {
+		t.Errorf("turn %+v\nwant the answer %q", got, want)
 	}
 }
 
-func TestStepNeedingMissingIDIsSkipped(t *testing.T) {
-	tools := openaiTools(t, packratSchemas)
-	got := runTurn(t, newClient(t), "search my notes for the budget, then delete it", tools, (&archive{}).run)
-	want := []round{
-		{calls: []call{{"packrat__search_notes", `{"query":"budget"}`}}},
-		{text: `I found nothing about the budget. I did not call packrat.delete_note for "delete it": it needs the id from an earlier result, and there was none.`},
+// TestUnavailableNamed: a refusal names the siblings the runtime listed as
+// unavailable in the system prompt.
+func TestUnavailableNamed(t *testing.T) {
+	resp, err := newClient(t).CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Messages: []openai.ChatCompletionMessage{
+			{Role: "system", Content: "You are oracle.\n\nThese agents or tools are unavailable for this task:\n- agent \"abacus\": connection refused"},
+			{Role: "user", Content: "what is 2+2"},
+		},
+		Tools: openaiTools(t, packratSchemas),
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(want, got) {
-		t.Errorf("turn:\n got %+v\nwant %+v", got, want)
-	}
-}
-
-func TestNoTools(t *testing.T) {
-	got := runTurn(t, newClient(t), "remember that the launch moved to Friday", nil, nil)
-	want := `I am the builtin offline model, a deterministic planner rather than a language model, and I have no tools in this conversation, so I cannot do this task: "remember that the launch moved to Friday".`
-	if len(got) != 1 || got[0].text != want {
-		t.Errorf("got %+v, want the answer %q", got, want)
-	}
-}
-
-func TestNoToolFits(t *testing.T) {
-	got := runTurn(t, newClient(t), "Hello! What's the capital of France?", openaiTools(t, abacusSchemas), nil)
-	text := got[0].text
-	for _, want := range []string{`I could not match "Hello! What's the capital of France"`, "builtin offline model", "abacus.calculate"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("answer %q does not contain %q", text, want)
-		}
-	}
-
-	got = runTurn(t, newClient(t), "Remember that the demo is at noon. What's the capital of France?", openaiTools(t, packratSchemas), (&archive{}).run)
-	if want := `I stored that note (id 1). None of my tools fits "What's the capital of France".`; got[len(got)-1].text != want {
-		t.Errorf("answer %q, want %q", got[len(got)-1].text, want)
+	m := resp.Choices[0].Message
+	want := "I did not do \"what is 2+2\": no offered tool takes an arithmetic expression.\nUnavailable in this conversation: agent \"abacus\": connection refused."
+	if m.Content != want || m.Refusal != want {
+		t.Errorf("content %q refusal %q, want %q", m.Content, m.Refusal, want)
 	}
 }
 
@@ -296,15 +312,15 @@ func TestToolChoice(t *testing.T) {
 		}
 		return resp.Choices[0].Message
 	}
-	if m := ask("none", "what is 2+2?"); len(m.ToolCalls) != 0 || m.Content == "" {
-		t.Errorf(`tool_choice "none": got %+v, want a text answer`, m)
-	}
-	if m := ask("required", "hello there"); len(m.ToolCalls) != 1 {
-		t.Errorf(`tool_choice "required": got %+v, want one tool call`, m)
+	if m := ask("none", "what is 2+2?"); len(m.ToolCalls) != 0 || m.Refusal == "" {
+		t.Errorf(`tool_choice "none": got %+v, want a refusal`, m)
 	}
 	forced := openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: "packrat__search_notes"}}
-	if m := ask(forced, "what is 2+2?"); len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "packrat__search_notes" {
+	if m := ask(forced, "search launch"); len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "packrat__search_notes" {
 		t.Errorf("tool_choice function: got %+v, want a call to packrat__search_notes", m)
+	}
+	if m := ask(forced, "what is 2+2?"); len(m.ToolCalls) != 0 || m.Refusal == "" {
+		t.Errorf("tool_choice function that does not fit: got %+v, want a refusal", m)
 	}
 }
 
@@ -441,7 +457,7 @@ func TestDeterministic(t *testing.T) {
 func TestToolCallIDsUniqueInConversation(t *testing.T) {
 	tools := openaiTools(t, packratSchemas, abacusSchemas)
 	c := newClient(t)
-	req := openai.ChatCompletionRequest{Tools: tools, Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "calculate 2+2 and convert 5 km to miles, then remember that 2+2 is 4"}}}
+	req := openai.ChatCompletionRequest{Tools: tools, Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "calculate 2+2, then convert 5 km to miles, then remember that 2+2 is 4"}}}
 	seen := map[string]bool{}
 	for {
 		resp, err := c.CreateChatCompletion(context.Background(), req)
@@ -500,15 +516,15 @@ func TestStreaming(t *testing.T) {
 			}
 		}
 	}
-	_, calls, finish, usage := collect("calculate 2+2 and convert 5 km to miles")
-	if len(calls) != 2 || finish != openai.FinishReasonToolCalls || usage == nil {
-		t.Fatalf("calls %+v, finish %q, usage %v: want 2 calls, tool_calls, usage", calls, finish, usage)
+	_, calls, finish, usage := collect("convert 5 km to miles")
+	if len(calls) != 1 || finish != openai.FinishReasonToolCalls || usage == nil {
+		t.Fatalf("calls %+v, finish %q, usage %v: want 1 call, tool_calls, usage", calls, finish, usage)
 	}
-	if *calls[1].Index != 1 || calls[1].Function.Name != "abacus__convert_units" {
-		t.Errorf("second call %+v", calls[1])
+	if *calls[0].Index != 0 || calls[0].Function.Name != "abacus__convert_units" {
+		t.Errorf("call %+v", calls[0])
 	}
 	content, calls, finish, _ := collect("hello")
-	if len(calls) != 0 || finish != openai.FinishReasonStop || !strings.Contains(content, "builtin offline model") {
+	if len(calls) != 0 || finish != openai.FinishReasonStop || !strings.Contains(content, `I did not do "hello"`) {
 		t.Errorf("content %q, calls %v, finish %q: want a text answer", content, calls, finish)
 	}
 }

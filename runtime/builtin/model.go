@@ -10,16 +10,18 @@ import (
 
 // This file is the model proper: one request in, one reply out. The handler
 // keeps no state, so everything a turn has done is read back from the
-// messages: the task is the latest user message; the assistant tool calls
-// after it, with their tool messages, are the steps already done. The plan
-// is recomputed (it depends on the task and tools only) and the done calls
-// are laid over its steps in order; the first batch not done is the reply,
-// or, when none is left, the answer.
+// messages: the task is the latest user message; the tool calls after it,
+// with their tool messages, are the steps already done, in order. Each step
+// is planned only once the one before it has its result (a step may use
+// that result), and one tool call goes out per reply.
 
 // reply is what the model says: tool calls, or, when there are none, text.
+// refusal is set when the text says a part of the task was not done; it is
+// the chat API's "refusal", which the runtime reads as "not answered".
 type reply struct {
-	calls []outCall
-	text  string
+	calls   []outCall
+	text    string
+	refusal string
 }
 
 type outCall struct {
@@ -32,6 +34,12 @@ type issued struct {
 	id, name, args string
 	result         string
 	answered       bool // a tool message with its id exists
+}
+
+// failed reports a tool message that is an error: the runtime's rendering
+// of every failure starts with "Error:".
+func (c *issued) failed() bool {
+	return strings.HasPrefix(c.result, "Error:") || strings.HasPrefix(c.result, "error:")
 }
 
 // toolChoice is the request's tool_choice: "auto" (default), "none",
@@ -66,100 +74,159 @@ func parseToolChoice(raw json.RawMessage) (toolChoice, error) {
 	return toolChoice{mode: "function", name: obj.Function.Name}, nil
 }
 
-// outcome is what became of one step with a tool.
-type outcome struct {
-	step    *step
-	call    *issued // nil if not called
-	skipped error   // why the step was not called, if it was not
+// stepOutcome is what became of one step.
+type stepOutcome struct {
+	step string
+	call *issued // the call that did it; nil if none
+	err  error   // why it was not done
 }
 
 // respond decides the reply to a validated request.
 func respond(req *chatRequest, tools []*tool, choice toolChoice) reply {
 	last := lastUser(req.Messages)
 	task := strings.TrimSpace(string(req.Messages[last].Content))
+	unavailable := unavailableIn(req.Messages[:last])
 	if task == "" {
-		return reply{text: "There is nothing to do: the latest user message is empty."}
-	}
-	if len(tools) == 0 {
-		return reply{text: fmt.Sprintf("I am the builtin offline model, a deterministic planner rather than a language model, "+
-			"and I have no tools in this conversation, so I cannot do this task: %q.", task)}
+		return refuse("There is nothing to do: the latest user message is empty.", unavailable)
 	}
 	if choice.mode == "function" {
-		for _, t := range tools {
-			if t.name == choice.name {
-				tools = []*tool{t}
-			}
-		}
+		tools = []*tool{toolNamed(tools, choice.name)}
 	}
-	parallel := req.ParallelToolCalls == nil || *req.ParallelToolCalls
-	steps := plan(task, tools, parallel)
-	if choice.mode == "function" || choice.mode == "required" {
-		steps = forceTool(steps, task, tools)
+	if len(tools) == 0 || choice.mode == "none" {
+		why := "I have no tools in this conversation"
+		if choice.mode == "none" {
+			why = `tool_choice is "none"`
+		}
+		return refuse(fmt.Sprintf("I did not do %q: %s, and the builtin model (a deterministic planner, not a language model) works only through tools.", task, why), unavailable)
+	}
+
+	steps := splitTask(task)
+	if len(steps) == 0 {
+		return refuse(fmt.Sprintf("I did not do %q: it has no step to read.", task), unavailable)
 	}
 	calls := issuedCalls(req.Messages[last+1:])
-
-	var outcomes []outcome
-	var next []outCall
-	pending := -1 // the batch being collected for the reply
+	var outcomes []stepOutcome
+	prior, priorOK := "", true
 	j := 0
-	for i := range steps {
-		s := &steps[i]
-		if s.tool == nil {
+	for _, step := range steps {
+		m, err := mapStep(step, tools, prior)
+		var args map[string]any
+		if err == nil {
+			args, err = fill(m, prior)
+		}
+		if err != nil {
+			if !priorOK {
+				err = unmapped("it may depend on the step before, which failed")
+			}
+			outcomes = append(outcomes, stepOutcome{step: step, err: err})
+			prior, priorOK = "", true
 			continue
 		}
-		if pending >= 0 && s.batch != pending {
-			break
-		}
-		args, err := fillArgs(s.text, s.tool, priorsBefore(outcomes, s.batch))
-		switch {
-		case err != nil:
-			outcomes = append(outcomes, outcome{step: s, skipped: err})
-		case j < len(calls):
-			outcomes = append(outcomes, outcome{step: s, call: &calls[j]})
+		if j < len(calls) {
+			c := &calls[j]
 			j++
-		case choice.mode != "none":
-			pending = s.batch
-			next = append(next, outCall{name: s.tool.name, args: encodeArgs(args)})
-		}
-	}
-	if len(next) > 0 {
-		return reply{calls: next}
-	}
-	return reply{text: answer(task, steps, outcomes, calls[j:], tools)}
-}
-
-// forceTool makes sure some step calls a tool when tool_choice demands one:
-// if the plan matched none, the whole task goes to the best-scoring tool,
-// however low its score. The result depends on the task and tools only, so
-// once that call is done the next request answers instead of calling again.
-func forceTool(steps []step, task string, tools []*tool) []step {
-	for _, s := range steps {
-		if s.tool != nil {
-			return steps
-		}
-	}
-	intents := detectIntents(task)
-	st := stems(task)
-	best, bestScore := tools[0], -1.0
-	for _, t := range tools {
-		if sc := score(t, st, intents); sc > bestScore {
-			best, bestScore = t, sc
-		}
-	}
-	return []step{{text: task, sep: sepFirst, tool: best, score: bestScore}}
-}
-
-// priorsBefore returns the calls of batches before batch, so that a step's
-// arguments only ever depend on results that existed when it was due.
-func priorsBefore(outcomes []outcome, batch int) []prior {
-	var out []prior
-	for _, o := range outcomes {
-		if o.call == nil || o.step.batch >= batch || !o.call.answered {
+			outcomes = append(outcomes, stepOutcome{step: step, call: c})
+			prior, priorOK = figure(c.result), !c.failed()
+			if !priorOK {
+				prior = ""
+			}
 			continue
 		}
-		out = append(out, prior{tool: o.step.tool, content: o.call.result, failed: failed(o.call.result)})
+		return reply{calls: []outCall{{name: m.tool.name, args: encodeArgs(args)}}}
+	}
+	return answer(outcomes, calls[j:], unavailable)
+}
+
+// answer reports every step: the tool that did it and what it returned, a
+// failure as a failure, and each step not done with the reason.
+func answer(outcomes []stepOutcome, extra []issued, unavailable []string) reply {
+	var done, notDone []string
+	for _, o := range outcomes {
+		switch {
+		case o.call != nil && o.call.failed():
+			done = append(done, fmt.Sprintf("%s failed: %s", displayName(o.call.name), summarize(strings.TrimPrefix(o.call.result, "Error: "))))
+		case o.call != nil:
+			done = append(done, fmt.Sprintf("%s: %s", displayName(o.call.name), summarize(o.call.result)))
+		default:
+			notDone = append(notDone, fmt.Sprintf("I did not do %q: %s.", o.step, strings.TrimPrefix(o.err.Error(), errUnmapped.Error()+": ")))
+		}
+	}
+	for _, c := range extra {
+		// Calls this plan did not make (another model's, earlier in the
+		// conversation): reported, not interpreted.
+		done = append(done, fmt.Sprintf("%s: %s", displayName(c.name), summarize(c.result)))
+	}
+	text := strings.Join(done, "\n")
+	if len(notDone) == 0 {
+		return reply{text: text}
+	}
+	r := refuse(strings.Join(notDone, "\n"), unavailable)
+	if text != "" {
+		r.text = text + "\n" + r.text
+	}
+	return r
+}
+
+// refuse is a reply saying what was not done, naming the unavailable
+// siblings the system prompt listed.
+func refuse(why string, unavailable []string) reply {
+	if len(unavailable) > 0 {
+		why += "\nUnavailable in this conversation: " + strings.Join(unavailable, "; ") + "."
+	}
+	return reply{text: why, refusal: why}
+}
+
+// unavailableIn reads the runtime's list of unavailable siblings from the
+// system messages ("These agents or tools are unavailable for this task:"
+// followed by "- " lines).
+func unavailableIn(msgs []chatMessage) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		_, list, ok := strings.Cut(string(m.Content), "unavailable for this task:\n")
+		if !ok {
+			continue
+		}
+		for _, line := range strings.Split(list, "\n") {
+			item, ok := strings.CutPrefix(strings.TrimSpace(line), "- ")
+			if !ok {
+				break
+			}
+			out = append(out, item)
+		}
 	}
 	return out
+}
+
+// figure is what a later step means by "the result": the value after the
+// last " = " ("2+2 = 4" gives 4), else the only number in the result, else
+// the result's first line.
+func figure(result string) string {
+	r := strings.TrimSpace(result)
+	if i := strings.LastIndex(r, " = "); i >= 0 {
+		return strings.TrimRight(strings.TrimSpace(r[i+3:]), ".")
+	}
+	if nums := numberRE.FindAllString(r, -1); len(nums) == 1 {
+		return nums[0]
+	}
+	first, _, _ := strings.Cut(r, "\n")
+	return strings.TrimRight(first, ".")
+}
+
+// summarize is a result on one line, bounded.
+func summarize(result string) string {
+	s := strings.Join(strings.Fields(result), " ")
+	const max = 600
+	if len(s) > max {
+		cut := max
+		for cut > 0 && s[cut]&0xC0 == 0x80 { // do not split a UTF-8 rune
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
 
 func lastUser(msgs []chatMessage) int {
@@ -191,16 +258,4 @@ func issuedCalls(msgs []chatMessage) []issued {
 		}
 	}
 	return calls
-}
-
-// encodeArgs renders arguments as a JSON object with sorted keys (what
-// encoding/json does for maps), so equal requests give equal bytes.
-func encodeArgs(args map[string]any) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(args); err != nil {
-		return "{}"
-	}
-	return strings.TrimSpace(b.String())
 }

@@ -113,7 +113,10 @@ type outMessage struct {
 	Role string `json:"role,omitempty"`
 	// Content is a pointer so that a tool-call message says "content": null,
 	// as the OpenAI API does.
-	Content   *string    `json:"content"`
+	Content *string `json:"content"`
+	// Refusal is the chat API's: set when the text says (part of) the task
+	// was not done.
+	Refusal   string     `json:"refusal,omitempty"`
 	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
@@ -121,6 +124,7 @@ type outMessage struct {
 type outDelta struct {
 	Role      string     `json:"role,omitempty"`
 	Content   *string    `json:"content,omitempty"`
+	Refusal   string     `json:"refusal,omitempty"`
 	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 

@@ -1,110 +1,308 @@
-// The studio page keeps itself current by polling /api/overview, the same
-// data the server rendered the page from. It builds rows with textContent
-// only: agent names, tool names and error messages are never parsed as HTML.
+// The studio's pages are rendered by the server; this script keeps their
+// live part current, draws the agent page's charts, and drives its buttons
+// and tool forms. It never builds HTML from strings of data: updates are the
+// server's own escaped HTML for the same page (?fragment=1), parsed with
+// DOMParser; everything else is built with textContent.
 "use strict";
 
 (function () {
   const every = 1000;
+  const body = document.body;
+  const live = document.getElementById("live");
+  let etag = "";
   let polls = 0;
-  let newest = 0;
+  let timer = 0;
 
-  function cell(text, cls) {
-    const td = document.createElement("td");
-    if (cls) td.className = cls;
-    td.textContent = text == null ? "" : String(text);
-    return td;
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+
+  // A time with its date and zone, as the server writes them.
+  function when(d) {
+    const off = -d.getTimezoneOffset();
+    const zone = "UTC" + (off === 0 ? "" : (off > 0 ? "+" : "-") + two(Math.floor(Math.abs(off) / 60)) + ":" + two(Math.abs(off) % 60));
+    return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " +
+      two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds()) + " " + zone;
   }
 
-  function badge(text, cls, title) {
-    const td = document.createElement("td");
-    const span = document.createElement("span");
-    span.className = "badge " + cls;
-    span.textContent = text;
-    if (title) span.title = title;
-    td.appendChild(span);
-    return td;
+  function status(state, text) {
+    const u = document.getElementById("updated");
+    if (!u) return;
+    u.dataset.state = state;
+    u.textContent = text;
   }
 
-  function fill(id, rows, empty, cols) {
-    const body = document.querySelector("#" + id + " tbody");
-    const frag = document.createDocumentFragment();
-    if (rows.length === 0) {
-      const tr = document.createElement("tr");
-      tr.className = "empty";
-      const td = cell(empty);
-      td.colSpan = cols;
-      tr.appendChild(td);
-      frag.appendChild(tr);
-    }
-    for (const tr of rows) frag.appendChild(tr);
-    body.replaceChildren(frag);
+  function keys(root, sel, attr) {
+    const out = new Set();
+    root.querySelectorAll(sel).forEach(function (e) { out.add(e.getAttribute(attr)); });
+    return out;
   }
 
-  function time(s) {
-    const d = new Date(s);
-    return isNaN(d) ? "" : d.toTimeString().slice(0, 8);
+  // swap replaces the live part with the server's new rendering, keeping
+  // what the person opened open and flashing rows that are new.
+  function swap(html) {
+    const doc = new DOMParser().parseFromString(html, "text/html");
+    const open = keys(live, "details[open][data-key]", "data-key");
+    const rows = keys(live, "tr[data-id]", "data-id");
+    const runs = keys(live, "tr[data-run]", "data-run");
+    doc.body.querySelectorAll("details[data-key]").forEach(function (d) {
+      if (open.has(d.getAttribute("data-key"))) d.open = true;
+    });
+    doc.body.querySelectorAll("tr[data-id]").forEach(function (tr) {
+      if (!rows.has(tr.getAttribute("data-id"))) tr.classList.add("new");
+    });
+    doc.body.querySelectorAll("tr[data-run]").forEach(function (tr) {
+      if (!runs.has(tr.getAttribute("data-run"))) tr.classList.add("new");
+    });
+    live.replaceChildren.apply(live, Array.from(doc.body.childNodes));
   }
 
-  function ms(v) {
-    if (v == null) return "";
-    if (v >= 1000) return (v / 1000).toFixed(2) + " s";
-    return v.toFixed(1) + " ms";
-  }
-
-  function render(o) {
-    fill("agents", (o.agents || []).map(function (a) {
-      const tr = document.createElement("tr");
-      tr.dataset.agent = a.name;
-      const name = cell(a.name, "name");
-      name.title = a.description || "";
-      tr.append(name, badge(a.state, "state-" + a.state), cell(a.restarts, "num"), cell(a.pid || "", "num"),
-        cell((a.tools || []).join(", ") + (a.tools_error ? " " + a.tools_error : ""), "tools"), cell(a.last_error || "", "err"));
-      return tr;
-    }), "no agents under agents/", 6);
-
-    fill("pools", (o.pools || []).map(function (p) {
-      const tr = document.createElement("tr");
-      tr.dataset.process = p.process;
-      tr.append(cell(p.process, "name"), cell(p.open, "num"), cell(p.in_use, "num"), cell(p.idle, "num"),
-        cell(p.dials, "num"), cell(p.reinitializations, "num"), cell(p.retries, "num"), cell(p.invalidations, "num"));
-      return tr;
-    }), "no pools", 8);
-
-    const ds = o.delegations || [];
-    fill("delegations", ds.map(function (d) {
-      const tr = document.createElement("tr");
-      tr.dataset.id = d.id;
-      tr.dataset.live = "1";
-      if (polls > 0 && d.id > newest) tr.className = "new";
-      tr.append(cell(time(d.start)), cell(d.from || "client"), cell(d.agent, "name"), cell(d.tool),
-        badge(d.outcome, "outcome-" + d.outcome, d.message), cell(d.outcome === "running" ? "" : ms(d.duration_ms), "num"),
-        cell(d.recovery || ""), cell((d.run_id || "").slice(0, 8), "run"));
-      return tr;
-    }), "no delegations yet: run switchboard ask \"…\"", 8);
-    for (const d of ds) newest = Math.max(newest, d.id);
+  function fragmentURL() {
+    const q = new URLSearchParams(location.search);
+    q.set("fragment", "1");
+    return location.pathname + "?" + q.toString();
   }
 
   function poll() {
-    fetch("/api/overview", { cache: "no-store", headers: { "Accept": "application/json" } })
+    clearTimeout(timer);
+    const headers = { "Accept": "text/html" };
+    if (etag) headers["If-None-Match"] = etag;
+    fetch(fragmentURL(), { cache: "no-store", headers: headers })
       .then(function (r) {
+        if (r.status === 304) return null;
         if (!r.ok) throw new Error(r.status + " " + r.statusText);
-        return r.json();
+        etag = r.headers.get("ETag") || "";
+        return r.text();
       })
-      .then(function (o) {
-        render(o);
+      .then(function (html) {
+        if (html != null) {
+          swap(html);
+          if (body.dataset.page === "agent") charts();
+        }
         polls++;
-        document.body.dataset.polls = String(polls);
-        const u = document.getElementById("updated");
-        u.dataset.state = "live";
-        u.textContent = "live · updated " + time(o.time);
+        body.dataset.polls = String(polls);
+        status("live", "live · updated " + when(new Date()));
       })
-      .catch(function (e) {
-        const u = document.getElementById("updated");
-        u.dataset.state = "error";
-        u.textContent = "not updating: " + e.message;
-      })
-      .finally(function () { setTimeout(poll, every); });
+      .catch(function (e) { status("error", "not updating: " + e.message); })
+      .finally(function () { timer = setTimeout(poll, every); });
   }
 
-  poll();
+  function refreshNow() { etag = ""; poll(); }
+
+  // The run filter narrows the list as the person types, and keeps the
+  // address so that the filtered list can be shared or reloaded.
+  const filter = document.getElementById("run-filter");
+  if (filter) {
+    let wait = 0;
+    const apply = function () {
+      const q = new URLSearchParams();
+      new FormData(filter).forEach(function (v, k) { if (v) q.set(k, v); });
+      const s = q.toString();
+      history.replaceState(null, "", location.pathname + (s ? "?" + s : ""));
+      refreshNow();
+    };
+    filter.addEventListener("input", function () { clearTimeout(wait); wait = setTimeout(apply, 150); });
+    filter.addEventListener("submit", function (e) { e.preventDefault(); apply(); });
+  }
+
+  function post(url, payload) {
+    // A JSON body and no credentials but the page's own origin: the
+    // studio's check for actions (checkMutation).
+    return fetch(url, {
+      method: "POST", cache: "no-store", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "application/json" },
+      body: JSON.stringify(payload),
+    }).then(function (r) {
+      return r.json().then(function (v) {
+        if (!r.ok) throw new Error(v && v.error ? v.error : r.status + " " + r.statusText);
+        return v;
+      });
+    });
+  }
+
+  const agent = body.dataset.agent;
+  if (body.dataset.page === "agent" && agent) {
+    const api = "/api/agents/" + encodeURIComponent(agent);
+    const result = document.getElementById("action-result");
+    document.querySelectorAll("button[data-action]").forEach(function (b) {
+      b.addEventListener("click", function () {
+        const action = b.dataset.action;
+        result.textContent = action + "…";
+        post(api + "/" + action, { reason: action + " from the agent page" })
+          .then(function () { result.textContent = action + " asked"; refreshNow(); })
+          .catch(function (e) { result.textContent = e.message; });
+      });
+    });
+    fetch(api, { cache: "no-store" }).then(function (r) { return r.json(); }).then(function (d) {
+      (d.tool_schemas || []).forEach(function (t) {
+        const form = document.querySelector('form.tool-form[data-tool="' + CSS.escape(t.name) + '"]');
+        if (form) buildForm(form, t, api);
+      });
+      drawCharts(d.series || []);
+    });
+  }
+
+  // buildForm makes a form from a tool's JSON Schema: a field per
+  // property (text, number, checkbox, a list for an enum, JSON for the
+  // rest), required ones marked.
+  function buildForm(form, tool, api) {
+    let schema = {};
+    try { schema = JSON.parse(typeof tool.input_schema === "string" ? tool.input_schema : JSON.stringify(tool.input_schema || {})) || {}; } catch (e) { schema = {}; }
+    const props = schema.properties || {};
+    const required = new Set(schema.required || []);
+    form.replaceChildren();
+    const fields = [];
+    Object.keys(props).forEach(function (name) {
+      const p = props[name] || {};
+      const type = Array.isArray(p.type) ? p.type.find(function (t) { return t !== "null"; }) : p.type;
+      const label = document.createElement("label");
+      label.className = "field";
+      const title = document.createElement("span");
+      title.textContent = name + (required.has(name) ? " *" : "");
+      label.appendChild(title);
+      let input;
+      if (Array.isArray(p.enum)) {
+        input = document.createElement("select");
+        if (!required.has(name)) input.appendChild(new Option("", ""));
+        p.enum.forEach(function (v) { input.appendChild(new Option(String(v), JSON.stringify(v))); });
+      } else if (type === "boolean") {
+        input = document.createElement("input");
+        input.type = "checkbox";
+      } else if (type === "number" || type === "integer") {
+        input = document.createElement("input");
+        input.type = "number";
+        input.step = type === "integer" ? "1" : "any";
+      } else if (type === "string") {
+        input = document.createElement("input");
+        input.type = "text";
+      } else {
+        input = document.createElement("textarea");
+        input.placeholder = "JSON";
+        input.rows = 3;
+      }
+      input.name = name;
+      if (required.has(name) && input.type !== "checkbox") input.required = true;
+      if (p.description) {
+        const hint = document.createElement("small");
+        hint.textContent = p.description;
+        label.appendChild(input);
+        label.appendChild(hint);
+      } else {
+        label.appendChild(input);
+      }
+      fields.push({ name: name, type: type, input: input, isEnum: Array.isArray(p.enum) });
+      form.appendChild(label);
+    });
+    const submit = document.createElement("button");
+    submit.type = "submit";
+    submit.textContent = "call " + tool.name;
+    form.appendChild(submit);
+    const out = form.parentElement.querySelector(".tool-result");
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      const args = {};
+      try {
+        fields.forEach(function (f) {
+          const v = f.input.value;
+          if (f.input.type === "checkbox") { args[f.name] = f.input.checked; return; }
+          if (v === "") return;
+          if (f.isEnum) args[f.name] = JSON.parse(v);
+          else if (f.type === "number" || f.type === "integer") args[f.name] = Number(v);
+          else if (f.type === "string") args[f.name] = v;
+          else args[f.name] = JSON.parse(v);
+        });
+      } catch (err) {
+        out.hidden = false;
+        out.className = "tool-result failure";
+        out.textContent = "not valid JSON: " + err.message;
+        return;
+      }
+      out.hidden = false;
+      out.className = "tool-result";
+      out.textContent = "calling " + tool.name + "…";
+      post(api + "/call", { tool: tool.name, arguments: args })
+        .then(function (r) {
+          out.className = "tool-result " + (r.is_error ? "failure" : "ok");
+          out.textContent = (r.is_error ? "the tool answered with an error:\n" : "") + (r.text || JSON.stringify(r.result, null, 2));
+          refreshNow();
+        })
+        .catch(function (err) { out.className = "tool-result failure"; out.textContent = err.message; });
+    });
+  }
+
+  let lastCharts = 0;
+  function charts() {
+    if (Date.now() - lastCharts < 10000) return;
+    fetch("/api/agents/" + encodeURIComponent(agent), { cache: "no-store" })
+      .then(function (r) { return r.json(); })
+      .then(function (d) { drawCharts(d.series || []); });
+  }
+
+  const NS = "http://www.w3.org/2000/svg";
+  function el(name, attrs, text) {
+    const e = document.createElementNS(NS, name);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text != null) e.textContent = text;
+    return e;
+  }
+
+  // chart draws one small chart of series (each {key, cls, label}) over
+  // the minutes, bars for counts or lines for latencies.
+  function chart(title, points, series, kind, unit) {
+    const W = 300, H = 90, top = 16, bottom = 14;
+    let maxV = 0;
+    points.forEach(function (p) { series.forEach(function (s) { maxV = Math.max(maxV, p[s.key] || 0); }); });
+    const svg = el("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img", "aria-label": title });
+    svg.appendChild(el("text", { x: 0, y: 11, class: "chart-title" }, title + (maxV ? " · max " + fmt(maxV, unit) : " · none")));
+    const n = points.length || 1;
+    const bw = W / n;
+    const y = function (v) { return H - bottom - (maxV ? (v / maxV) * (H - top - bottom) : 0); };
+    svg.appendChild(el("line", { x1: 0, x2: W, y1: H - bottom, y2: H - bottom, class: "axis" }));
+    series.forEach(function (s, si) {
+      if (kind === "bars") {
+        points.forEach(function (p, i) {
+          const v = p[s.key] || 0;
+          if (!v) return;
+          const w = bw / series.length;
+          const r = el("rect", { x: i * bw + si * w, y: y(v), width: Math.max(w - 0.5, 0.5), height: H - bottom - y(v), class: s.cls });
+          r.appendChild(el("title", {}, when(new Date(p.time)) + ": " + v + " " + s.label));
+          svg.appendChild(r);
+        });
+      } else {
+        let d = "";
+        points.forEach(function (p, i) {
+          const v = p[s.key] || 0;
+          if (!v) return;
+          d += (d ? " L" : "M") + (i * bw + bw / 2).toFixed(1) + " " + y(v).toFixed(1);
+        });
+        if (d) svg.appendChild(el("path", { d: d, class: "line " + s.cls }));
+      }
+    });
+    let lx = 0;
+    series.forEach(function (s) {
+      svg.appendChild(el("rect", { x: W - 150 + lx, y: 4, width: 8, height: 8, class: s.cls }));
+      svg.appendChild(el("text", { x: W - 139 + lx, y: 11, class: "legend" }, s.label));
+      lx += 50;
+    });
+    svg.appendChild(el("text", { x: 0, y: H - 2, class: "legend" }, points.length ? when(new Date(points[0].time)).slice(11, 16) : ""));
+    svg.appendChild(el("text", { x: W, y: H - 2, class: "legend end" }, "now"));
+    return svg;
+  }
+
+  function fmt(v, unit) {
+    if (unit === "ms") return v >= 1000 ? (v / 1000).toFixed(1) + " s" : Math.round(v) + " ms";
+    return String(v);
+  }
+
+  function drawCharts(points) {
+    const box = document.getElementById("charts");
+    if (!box) return;
+    lastCharts = Date.now();
+    box.replaceChildren(
+      chart("calls / min", points, [{ key: "calls", cls: "s-calls", label: "calls" }], "bars"),
+      chart("errors / min", points, [{ key: "errors", cls: "s-errors", label: "errors" }], "bars"),
+      chart("latency (upper bounds)", points, [{ key: "p50_ms", cls: "s-p50", label: "p50" }, { key: "p95_ms", cls: "s-p95", label: "p95" }, { key: "p99_ms", cls: "s-p99", label: "p99" }], "lines", "ms"),
+      chart("sessions / min", points, [{ key: "initializes", cls: "s-init", label: "initialize" }, { key: "expired", cls: "s-expired", label: "expired" }], "bars"));
+    box.dataset.drawn = String(points.length);
+  }
+
+  if (live) poll();
 })();

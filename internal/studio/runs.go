@@ -1,0 +1,670 @@
+package studio
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+)
+
+// Runs: every tools/call the proxy forwarded, with its arguments and result,
+// grouped into the runs they belong to, for the run list and the run page.
+//
+// A run is what one task set off: the client's ask and every delegation it
+// caused, across processes. The calls are grouped by the ids they carry:
+// the run id of the delegation chain (in _meta), the trace id of the
+// traceparent (when tracing is on), and, for the client's own ask, the run
+// id its answer names (structuredContent.run_id), which is only known when
+// it ends. A call joins the group that already holds any of its ids; a
+// group learning an id another group holds absorbs that group.
+//
+// Memory is bounded three ways: at most maxCalls calls (a ring; the oldest
+// call leaves its run, and an empty run goes), each argument or result
+// kept to maxPayload bytes, and all of them together to payloadBudget,
+// past which the oldest calls keep their facts but lose their payloads.
+// Arguments, results and answers are redacted by the rules of the log lines
+// (logging.Scrubber) before they are stored, so nothing secret is kept.
+
+const (
+	maxCalls      = 10000
+	maxPayload    = 8 << 10
+	maxAnswer     = 32 << 10
+	payloadBudget = 32 << 20
+)
+
+// callRecord is one call of a run. d is shared with the delegation log,
+// which keeps updating its recovery; it is read under that log's lock
+// (delegationLog.copyOf). The rest is guarded by callLog.mu.
+type callRecord struct {
+	d     *Delegation
+	id    int64
+	start time.Time
+	depth int
+	run   *runGroup
+
+	args, result string // redacted, bounded JSON text
+	text         string // the result's text, as the model reads it
+	task         string // an ask's task
+	answer       string // an ask's answer (structuredContent.answer or the text)
+	steps        int    // an ask's model completions
+	asked        bool   // task/answer/steps apply (the tool is ask)
+	done         bool
+	held         time.Duration // how long the studio held the call for a restarting agent
+	replayed     bool          // the studio re-sent it to the agent's new process
+	payload      int
+	trimmed      bool // lost its payload to the budget
+}
+
+// runGroup is one run.
+type runGroup struct {
+	seq   int64
+	id    string
+	keys  []string
+	calls []*callRecord // by id (start order)
+}
+
+type callLog struct {
+	scrub  *logging.Scrubber
+	deleg  *delegationLog
+	notify func() // called after every change, outside the lock
+
+	mu      sync.Mutex // protects following fields
+	ring    []*callRecord
+	next    int
+	runs    map[string]*runGroup // by "r:"+run id, "t:"+trace id, "c:"+call id
+	runSeq  int64
+	version int64 // bumped on every change, for pollers
+	payload int   // bytes of payload held
+}
+
+func newCallLog(scrub *logging.Scrubber, deleg *delegationLog) *callLog {
+	return &callLog{scrub: scrub, deleg: deleg, notify: func() {}, ring: make([]*callRecord, maxCalls), runs: make(map[string]*runGroup)}
+}
+
+func (l *callLog) bounded(raw []byte, n int) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	return truncate(string(l.scrub.JSON(raw)), n)
+}
+
+// start records a call as it begins; d is its delegation-log entry.
+func (l *callLog) start(d *Delegation, o *observation) *callRecord {
+	c := &callRecord{d: d, id: d.ID, start: o.start, depth: o.depth, args: l.bounded(o.args, maxPayload)}
+	if o.tool == "ask" {
+		var in struct {
+			Task string `json:"task"`
+		}
+		if json.Unmarshal(o.args, &in) == nil {
+			c.asked = true
+			c.task = truncate(l.scrub.String(in.Task), maxAnswer)
+		}
+	}
+	c.payload = len(c.args) + len(c.task)
+	l.mu.Lock()
+	if old := l.ring[l.next]; old != nil {
+		l.evictLocked(old)
+	}
+	l.ring[l.next] = c
+	l.next = (l.next + 1) % len(l.ring)
+	l.payload += c.payload
+	l.joinLocked(c, o.runID, o.traceID())
+	l.trimLocked()
+	l.version++
+	l.mu.Unlock()
+	l.notify()
+	return c
+}
+
+// finish completes c with the call's answer: result is the JSON-RPC result
+// (nil for an error).
+func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
+	var text, answer string
+	steps := 0
+	if len(result) > 0 {
+		var res struct {
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+			Structured *struct {
+				Answer *string `json:"answer"`
+				Steps  int     `json:"steps"`
+				RunID  string  `json:"run_id"`
+			} `json:"structuredContent"`
+		}
+		if json.Unmarshal(result, &res) == nil {
+			var parts []string
+			for _, p := range res.Content {
+				if p.Type == "text" {
+					parts = append(parts, p.Text)
+				}
+			}
+			text = strings.Join(parts, "\n")
+			answer = text
+			if res.Structured != nil {
+				steps = res.Structured.Steps
+				if res.Structured.Answer != nil {
+					answer = *res.Structured.Answer
+				}
+			}
+		}
+	}
+	l.mu.Lock()
+	c.done = true
+	c.held, c.replayed = o.held, o.replayed
+	if !c.trimmed {
+		c.result = l.bounded(result, maxPayload)
+		c.text = truncate(l.scrub.String(text), maxPayload)
+		if c.asked {
+			c.answer = truncate(l.scrub.String(answer), maxAnswer)
+			c.steps = steps
+		}
+		l.payload -= c.payload
+		c.payload = len(c.args) + len(c.task) + len(c.result) + len(c.text) + len(c.answer)
+		l.payload += c.payload
+	}
+	if c.run != nil {
+		l.joinLocked(c, o.runID, o.traceID())
+	}
+	l.trimLocked()
+	l.version++
+	l.mu.Unlock()
+	l.notify()
+}
+
+// joinLocked puts c in the run its ids name, merging runs that turn out to
+// be one.
+func (l *callLog) joinLocked(c *callRecord, runID, traceID string) {
+	var keys []string
+	if runID != "" {
+		keys = append(keys, "r:"+runID)
+	}
+	if traceID != "" {
+		keys = append(keys, "t:"+traceID)
+	}
+	g := c.run
+	for _, k := range keys {
+		if g != nil {
+			break
+		}
+		g = l.runs[k]
+	}
+	if g == nil {
+		l.runSeq++
+		g = &runGroup{seq: l.runSeq}
+		switch {
+		case runID != "":
+			g.id = runID
+		case traceID != "":
+			g.id = traceID
+		default:
+			g.id = "call-" + strconv.FormatInt(c.id, 10)
+			keys = append(keys, "c:"+strconv.FormatInt(c.id, 10))
+		}
+	}
+	if c.run == nil {
+		c.run = g
+		g.calls = append(g.calls, c)
+	}
+	for _, k := range keys {
+		switch other := l.runs[k]; {
+		case other == nil:
+			l.runs[k] = g
+			g.keys = append(g.keys, k)
+		case other != g:
+			l.mergeLocked(g, other)
+		}
+	}
+	if runID != "" && strings.HasPrefix(g.id, "call-") {
+		// The client's ask learned its run id: the run is known by it now
+		// (its old id still finds it).
+		g.id = runID
+	}
+}
+
+// mergeLocked moves every call and key of other into g.
+func (l *callLog) mergeLocked(g, other *runGroup) {
+	for _, c := range other.calls {
+		c.run = g
+	}
+	g.calls = append(g.calls, other.calls...)
+	slices.SortFunc(g.calls, func(a, b *callRecord) int { return int(a.id - b.id) })
+	for _, k := range other.keys {
+		l.runs[k] = g
+	}
+	g.keys = append(g.keys, other.keys...)
+	g.seq = min(g.seq, other.seq)
+	if strings.HasPrefix(g.id, "call-") && !strings.HasPrefix(other.id, "call-") {
+		g.id = other.id
+	}
+}
+
+func (l *callLog) evictLocked(c *callRecord) {
+	l.payload -= c.payload
+	g := c.run
+	if g == nil {
+		return
+	}
+	if i := slices.Index(g.calls, c); i >= 0 {
+		g.calls = slices.Delete(g.calls, i, i+1)
+	}
+	if len(g.calls) == 0 {
+		for _, k := range g.keys {
+			if l.runs[k] == g {
+				delete(l.runs, k)
+			}
+		}
+	}
+}
+
+// trimLocked drops the payloads of the oldest calls while over budget.
+func (l *callLog) trimLocked() {
+	for i := 0; i < len(l.ring) && l.payload > payloadBudget; i++ {
+		c := l.ring[(l.next+i)%len(l.ring)]
+		if c == nil || c.trimmed {
+			continue
+		}
+		c.trimmed = true
+		l.payload -= c.payload
+		// Keep what identifies the run, short.
+		c.args, c.result, c.text = "", "", ""
+		c.task, c.answer = truncate(c.task, 256), truncate(c.answer, 256)
+		c.payload = len(c.task) + len(c.answer)
+		l.payload += c.payload
+	}
+}
+
+// Hop is one call of a run, as the run page shows it.
+type Hop struct {
+	Delegation
+	Depth int `json:"depth"`
+	// OffsetMS is when the call started, from the start of the run.
+	OffsetMS  float64 `json:"offset_ms"`
+	Arguments string  `json:"arguments,omitempty"`
+	Result    string  `json:"result,omitempty"`
+	// Text is the result's text: what the calling model read.
+	Text     string  `json:"text,omitempty"`
+	HeldMS   float64 `json:"held_ms,omitempty"`
+	Replayed bool    `json:"replayed,omitempty"`
+	// Badge and Tone are how the page shows the outcome truthfully: a call
+	// whose session expired but whose retry succeeded is "recovered", not
+	// a failure.
+	Badge string `json:"badge"`
+	Tone  string `json:"tone"`
+}
+
+// RunSummary is one run in the list.
+type RunSummary struct {
+	ID          string    `json:"id"`
+	Task        string    `json:"task,omitempty"`
+	Agent       string    `json:"agent"`
+	Tool        string    `json:"tool"`
+	Start       time.Time `json:"start"`
+	DurationMS  float64   `json:"duration_ms"`
+	Outcome     string    `json:"outcome"`
+	Badge       string    `json:"badge"`
+	Tone        string    `json:"tone"`
+	Delegations int       `json:"delegations"`
+	Failures    int       `json:"failures"`
+	Recovered   int       `json:"recovered"`
+	Steps       int       `json:"steps,omitempty"`
+}
+
+// Run is one run in full.
+type Run struct {
+	RunSummary
+	Answer string `json:"answer,omitempty"`
+	Hops   []Hop  `json:"hops"`
+	// Omitted is how many hops past maxRunHops are not shown.
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// maxRunHops bounds the hops one run page shows.
+const maxRunHops = 500
+
+// RunFilter narrows the run list.
+type RunFilter struct {
+	Agent   string // any call of the run is to this agent
+	Outcome string // "ok", "failed", "running", "recovered" or an exact outcome
+	Query   string // substring of the task, case-insensitive
+	Before  int64  // runs older than this sequence number (paging)
+	Limit   int
+}
+
+// runView is what summaries and pages are built from: copies taken under
+// both locks.
+type runView struct {
+	seq   int64
+	id    string
+	calls []callView
+}
+
+type callView struct {
+	Delegation
+	rec callRecord
+}
+
+// views copies the runs (all, or those filter admits by its cheap fields)
+// newest first, at most limit, and says whether there were more.
+func (l *callLog) views(match func(*runGroup) bool, limit int) ([]runView, bool) {
+	l.mu.Lock()
+	groups := make([]*runGroup, 0, 64)
+	seen := make(map[*runGroup]bool)
+	for _, g := range l.runs {
+		if !seen[g] {
+			seen[g] = true
+			groups = append(groups, g)
+		}
+	}
+	slices.SortFunc(groups, func(a, b *runGroup) int { return int(b.seq - a.seq) })
+	var out []runView
+	more := false
+	var ptrs []*Delegation
+	for _, g := range groups {
+		if match != nil && !match(g) {
+			continue
+		}
+		if len(out) == limit {
+			more = true
+			break
+		}
+		v := runView{seq: g.seq, id: g.id, calls: make([]callView, len(g.calls))}
+		for i, c := range g.calls {
+			v.calls[i].rec = *c
+			ptrs = append(ptrs, c.d)
+		}
+		out = append(out, v)
+	}
+	l.mu.Unlock()
+	// The delegation log's fields under its own lock, after ours.
+	copies := l.deleg.copyOf(ptrs)
+	i := 0
+	for _, v := range out {
+		for j := range v.calls {
+			v.calls[j].Delegation = copies[i]
+			i++
+		}
+	}
+	return out, more
+}
+
+// copyOf copies ds under the log's lock.
+func (l *delegationLog) copyOf(ds []*Delegation) []Delegation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Delegation, len(ds))
+	for i, d := range ds {
+		out[i] = *d
+	}
+	return out
+}
+
+// badge says truthfully how a call ended.
+func badge(d Delegation, c *callRecord) (string, string) {
+	switch {
+	case d.Outcome == OutcomeRunning:
+		return "running", "run"
+	case d.Recovery == RecoveryRetried:
+		// This attempt's session was gone; the pool retried: not a failure.
+		return "session expired · retried", "muted"
+	case d.Recovery == RecoveryRecovered && d.Outcome == "ok":
+		return "recovered", "recovered"
+	case d.Outcome == "ok" && c.asked && strings.TrimSpace(c.answer) == "" && c.payload > 0:
+		return "ok · no answer", "empty"
+	case d.Outcome == "ok":
+		return "ok", "ok"
+	case d.Outcome == "tool_error" || d.Outcome == "canceled":
+		return d.Outcome, "warn"
+	}
+	return d.Outcome, "bad"
+}
+
+// root is the call that started the run: the first from outside the fleet,
+// else the first.
+func (v *runView) root() *callView {
+	for i := range v.calls {
+		if v.calls[i].From == "" {
+			return &v.calls[i]
+		}
+	}
+	return &v.calls[0]
+}
+
+func (v *runView) summary() RunSummary {
+	r := v.root()
+	s := RunSummary{ID: v.id, Task: r.rec.task, Agent: r.Agent, Tool: r.Tool, Start: r.Start, Outcome: r.Outcome, Steps: r.rec.steps}
+	if s.Task == "" && r.rec.args != "" {
+		s.Task = truncate(r.rec.args, 200)
+	}
+	s.Badge, s.Tone = badge(r.Delegation, &r.rec)
+	end := r.Start
+	for i := range v.calls {
+		c := &v.calls[i]
+		if c.Start.Before(s.Start) {
+			s.Start = c.Start
+		}
+		if e := c.Start.Add(time.Duration(c.DurationMS * float64(time.Millisecond))); e.After(end) {
+			end = e
+		}
+		if c != r {
+			s.Delegations++
+		}
+		_, tone := badge(c.Delegation, &c.rec)
+		switch tone {
+		case "bad", "warn":
+			s.Failures++
+		case "recovered":
+			s.Recovered++
+		}
+	}
+	if r.Outcome == OutcomeRunning {
+		s.DurationMS = float64(time.Since(s.Start)) / float64(time.Millisecond)
+	} else {
+		s.DurationMS = float64(end.Sub(s.Start)) / float64(time.Millisecond)
+	}
+	if s.Outcome == "ok" && s.Delegations == 0 && s.Tone == "empty" {
+		s.Badge = "did nothing"
+	}
+	return s
+}
+
+func (v *runView) full() Run {
+	run := Run{RunSummary: v.summary(), Answer: v.root().rec.answer}
+	for i := range v.calls {
+		if len(run.Hops) == maxRunHops {
+			run.Omitted = len(v.calls) - i
+			break
+		}
+		c := &v.calls[i]
+		h := Hop{
+			Delegation: c.Delegation, Depth: c.rec.depth,
+			OffsetMS:  float64(c.Start.Sub(run.Start)) / float64(time.Millisecond),
+			Arguments: c.rec.args, Result: c.rec.result, Text: c.rec.text,
+			HeldMS: float64(c.rec.held) / float64(time.Millisecond), Replayed: c.rec.replayed,
+		}
+		h.Badge, h.Tone = badge(c.Delegation, &c.rec)
+		run.Hops = append(run.Hops, h)
+	}
+	return run
+}
+
+// Runs lists runs newest first.
+func (l *callLog) Runs(f RunFilter) ([]RunSummary, bool) {
+	q := strings.ToLower(f.Query)
+	match := func(g *runGroup) bool {
+		if f.Before > 0 && g.seq >= f.Before {
+			return false
+		}
+		if f.Agent != "" && !slices.ContainsFunc(g.calls, func(c *callRecord) bool { return c.d.Agent == f.Agent }) {
+			return false
+		}
+		if q != "" && !slices.ContainsFunc(g.calls, func(c *callRecord) bool { return strings.Contains(strings.ToLower(c.task), q) }) {
+			return false
+		}
+		return true
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	// The outcome is read from the delegation log, so it is filtered after
+	// the copy; ask for more and keep paging until filled.
+	var out []RunSummary
+	more := false
+	before := f.Before
+	for {
+		views, m := l.views(func(g *runGroup) bool {
+			return match(g) && (before == 0 || g.seq < before)
+		}, limit)
+		for i := range views {
+			s := views[i].summary()
+			before = views[i].seq
+			if f.Outcome != "" && !outcomeMatches(f.Outcome, s) {
+				continue
+			}
+			if len(out) == limit {
+				return out, true
+			}
+			out = append(out, s)
+		}
+		if !m || f.Outcome == "" {
+			more = m
+			break
+		}
+	}
+	return out, more
+}
+
+func outcomeMatches(want string, s RunSummary) bool {
+	switch want {
+	case "failed":
+		return s.Tone == "bad" || s.Tone == "warn" || s.Failures > 0
+	case "recovered":
+		return s.Recovered > 0
+	}
+	return s.Outcome == want
+}
+
+// Run returns run id in full.
+func (l *callLog) Run(id string) (Run, bool) {
+	l.mu.Lock()
+	g := l.runs["r:"+id]
+	if g == nil {
+		g = l.runs["t:"+id]
+	}
+	if g == nil {
+		if n, ok := strings.CutPrefix(id, "call-"); ok {
+			g = l.runs["c:"+n]
+		}
+	}
+	l.mu.Unlock()
+	if g == nil {
+		return Run{}, false
+	}
+	views, _ := l.views(func(x *runGroup) bool { return x == g }, 1)
+	if len(views) == 0 || len(views[0].calls) == 0 {
+		return Run{}, false
+	}
+	return views[0].full(), true
+}
+
+// Version changes whenever a call starts or ends.
+func (l *callLog) Version() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.version
+}
+
+// runFilterFrom reads the run list's query parameters.
+func runFilterFrom(r *http.Request) (RunFilter, error) {
+	q := r.URL.Query()
+	f := RunFilter{Agent: q.Get("agent"), Outcome: q.Get("outcome"), Query: q.Get("q")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return f, fmt.Errorf("limit must be a positive integer, got %q", v)
+		}
+		f.Limit = min(n, 500)
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return f, fmt.Errorf("before must be a positive integer (a run's seq), got %q", v)
+		}
+		f.Before = n
+	}
+	switch f.Outcome {
+	case "", "ok", "failed", "running", "recovered":
+	default:
+		return f, fmt.Errorf("outcome must be ok, failed, running or recovered, got %q", f.Outcome)
+	}
+	return f, nil
+}
+
+// RunList is GET /api/runs.
+type RunList struct {
+	Runs []RunSummary `json:"runs"`
+	// Next is the before= of the next page, 0 when this is the last.
+	Next    int64 `json:"next,omitempty"`
+	Version int64 `json:"version"`
+}
+
+func (s *Studio) runList(f RunFilter) RunList {
+	version := s.calls.Version()
+	runs, more := s.calls.Runs(f)
+	list := RunList{Runs: runs, Version: version}
+	if runs == nil {
+		list.Runs = []RunSummary{}
+	}
+	if more && len(runs) > 0 {
+		list.Next = s.calls.seqOf(runs[len(runs)-1].ID)
+	}
+	return list
+}
+
+func (l *callLog) seqOf(id string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range []string{"r:" + id, "t:" + id, "c:" + strings.TrimPrefix(id, "call-")} {
+		if g := l.runs[k]; g != nil {
+			return g.seq
+		}
+	}
+	return 0
+}
+
+func (s *Studio) serveRuns(w http.ResponseWriter, r *http.Request) {
+	f, err := runFilterFrom(r)
+	if err != nil {
+		mcphttp.WriteJSONError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	mcphttp.WriteJSON(w, http.StatusOK, s.runList(f))
+}
+
+func (s *Studio) serveRun(w http.ResponseWriter, r *http.Request, id string) {
+	run, ok := s.calls.Run(id)
+	if !ok {
+		mcphttp.WriteJSONError(w, http.StatusNotFound, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, maxCalls))
+		return
+	}
+	mcphttp.WriteJSON(w, http.StatusOK, run)
+}
+
+// compactJSON is for the page: arguments indented for reading.
+func indentJSON(s string) string {
+	var buf bytes.Buffer
+	if json.Indent(&buf, []byte(s), "", "  ") != nil {
+		return s
+	}
+	return buf.String()
+}

@@ -1,0 +1,215 @@
+package studio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Restarting and stopping an agent on request (the agent page's buttons),
+// and the agent's history of exits, restarts and stops.
+//
+// Each run of the child gets a context of its own (begin), which a request
+// cancels: runOnce then stops the child the way it does at shutdown
+// (SIGTERM, then SIGKILL) and returns, and the supervisor's loop asks
+// controlled what to do instead of counting a failure: start again at
+// once (restart), or wait, stopped, until asked to start. A request is only
+// accepted while a child process exists (starting or running): between
+// runs, the loop is waiting out a backoff that the request cannot shorten
+// without a second path through it, and the answer says so.
+
+// Control requests and history events.
+const (
+	EventExited    = "exited"    // the agent exited on its own; Reason says how
+	EventRestarted = "restarted" // restarted on request
+	EventStopped   = "stopped"   // stopped on request
+	EventStarted   = "started"   // started again on request after a stop
+)
+
+// maxControlHistory bounds an agent's history.
+const maxControlHistory = 50
+
+// ErrNoProcess is returned by a restart or stop asked for while the agent
+// has no process (it is waiting to be started again after an exit).
+var ErrNoProcess = errors.New("the agent has no process right now")
+
+// ErrNotStopped is returned by a start asked for while the agent is not
+// stopped.
+var ErrNotStopped = errors.New("the agent is not stopped")
+
+// ControlEvent is one entry of an agent's history.
+type ControlEvent struct {
+	Time   time.Time `json:"time"`
+	Event  string    `json:"event"`
+	Reason string    `json:"reason,omitempty"`
+	// NextStart is when the supervisor starts it again, after an exit.
+	NextStart time.Time `json:"next_start,omitzero"`
+}
+
+type controlRequest int
+
+const (
+	requestNone controlRequest = iota
+	requestRestart
+	requestStop
+)
+
+// agentControl is the zero-value-ready control state of one agent.
+type agentControl struct {
+	mu      sync.Mutex // protects following fields
+	cancel  context.CancelFunc
+	req     controlRequest
+	reason  string
+	stopped bool
+	start   chan string // while stopped: receives a start request's reason
+	history []ControlEvent
+}
+
+// begin returns the context for one run of the child.
+func (c *agentControl) begin(ctx context.Context) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	run, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	return run
+}
+
+// end clears the run's context and returns the request that ended it.
+func (c *agentControl) end() (controlRequest, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
+	}
+	req, reason := c.req, c.reason
+	c.req, c.reason = requestNone, ""
+	if req == requestStop {
+		c.stopped = true
+		c.start = make(chan string, 1)
+	}
+	return req, reason
+}
+
+func (c *agentControl) record(e ControlEvent) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recordLocked(e)
+}
+
+func (c *agentControl) recordLocked(e ControlEvent) {
+	if len(c.history) >= maxControlHistory {
+		c.history = append(c.history[:0], c.history[1:]...)
+	}
+	c.history = append(c.history, e)
+}
+
+// History returns the agent's history, newest first.
+func (c *agentControl) History() []ControlEvent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]ControlEvent, len(c.history))
+	for i, e := range c.history {
+		out[len(out)-1-i] = e
+	}
+	return out
+}
+
+// ask cancels the current run with req. It fails when there is no run.
+func (c *agentControl) ask(req controlRequest, reason string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return fmt.Errorf("%w: it is stopped (start it first)", ErrNoProcess)
+	}
+	if c.cancel == nil {
+		return ErrNoProcess
+	}
+	if c.req == requestNone || req == requestStop {
+		c.req, c.reason = req, reason
+	}
+	c.cancel()
+	return nil
+}
+
+// resume starts a stopped agent.
+func (c *agentControl) resume(reason string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		return ErrNotStopped
+	}
+	c.stopped = false
+	c.start <- reason
+	return nil
+}
+
+// controlled handles the end of a run that a request caused, and reports
+// whether it did. A stop keeps the agent stopped until a start or ctx ends.
+func (a *agentProc) controlled(ctx context.Context) bool {
+	req, reason := a.ctl.end()
+	switch req {
+	case requestRestart:
+		a.mu.Lock()
+		a.restarts++
+		a.state, a.upstream, a.pid = StateStarting, nil, 0
+		a.changedLocked()
+		a.mu.Unlock()
+		a.ctl.record(ControlEvent{Event: EventRestarted, Reason: reason})
+		a.cfg.logger.Info("agent restarted on request", "agent", a.def.Name, "reason", reason)
+		return true
+	case requestStop:
+		a.mu.Lock()
+		a.state, a.upstream, a.pid = StateStopped, nil, 0
+		a.changedLocked()
+		a.mu.Unlock()
+		a.ctl.record(ControlEvent{Event: EventStopped, Reason: reason})
+		a.cfg.logger.Info("agent stopped on request", "agent", a.def.Name, "reason", reason)
+		a.ctl.mu.Lock()
+		start := a.ctl.start
+		a.ctl.mu.Unlock()
+		select {
+		case why := <-start:
+			a.ctl.record(ControlEvent{Event: EventStarted, Reason: why})
+			a.cfg.logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
+		case <-ctx.Done():
+		}
+		return true
+	}
+	return false
+}
+
+// Restart stops agent name's process and starts it again at once.
+func (s *Studio) Restart(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.ctl.ask(requestRestart, reason)
+}
+
+// Stop stops agent name until Start.
+func (s *Studio) Stop(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.ctl.ask(requestStop, reason)
+}
+
+// StartAgent starts agent name again after Stop.
+func (s *Studio) StartAgent(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.ctl.resume(reason)
+}
+
+// ErrUnknownAgent names an agent the studio does not run.
+var ErrUnknownAgent = errors.New("unknown agent")

@@ -1,0 +1,176 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcptest"
+)
+
+// TestOneDialPerKey races many callers on the first use of many fresh keys.
+// Deciding "no entry, dial" under the lock and dialing after releasing it
+// let a caller that looked just before dial A was installed start dial B
+// after singleflight forgot A: two sessions for one key, the first orphaned
+// (counted nowhere, its watcher holding Close forever). Every key must get
+// exactly one dial, the server exactly one session per key, and Close must
+// return.
+func TestOneDialPerKey(t *testing.T) {
+	ts := mcptest.Start(t, &mcptest.Options{NoRecord: true})
+	const keys, callers = 150, 16
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	p := New(&Options{Transport: tr, IdleTimeout: -1})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, keys*callers)
+	for k := range keys {
+		srv := server(ts, "k")
+		srv.Identity = fmt.Sprint("user-", k)
+		start := make(chan struct{})
+		for c := range callers {
+			wg.Go(func() {
+				<-start
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, err := call(ctx, p, srv, "echo", fmt.Sprint(k, "-", c))
+				errs <- err
+			})
+		}
+		close(start)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("call: %v", err)
+		}
+	}
+	st := p.Stats()
+	if st.Dials != keys || st.Open != keys {
+		t.Errorf("%d keys: stats %+v, want exactly one dial and one open session per key", keys, st)
+	}
+	if n := ts.Sessions(); n != keys {
+		t.Errorf("server holds %d sessions for %d keys", n, keys)
+	}
+	closeWithin(t, p, 20*time.Second)
+	if n := ts.Sessions(); n != 0 {
+		t.Errorf("server holds %d sessions after Close", n)
+	}
+}
+
+// closeWithin fails the test when p.Close has not returned within d. The
+// goroutine is left behind only when the test fails anyway.
+func closeWithin(t *testing.T, p *Pool, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		p.Close()
+		close(done)
+	}()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		t.Fatalf("Close has not returned after %v; stats %+v", d, p.Stats())
+	}
+}
+
+// TestCallerDelayedAfterLookupJoinsTheDial makes the losing interleaving
+// certain: the first caller of each key to look it up is held right after
+// its lookup found no entry, until another caller's call on that key has
+// completed. It must then use the session that call used, not dial a
+// second one.
+func TestCallerDelayedAfterLookupJoinsTheDial(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, &Options{IdleTimeout: -1})
+	const keys = 8
+	type hold struct {
+		once             sync.Once
+		entered, release chan struct{}
+	}
+	holds := map[key]*hold{}
+	var srvs []*Server
+	for i := range keys {
+		srv := server(ts, "k")
+		srv.Identity = fmt.Sprint("user-", i)
+		srvs = append(srvs, srv)
+		holds[srv.key()] = &hold{entered: make(chan struct{}), release: make(chan struct{})}
+	}
+	old := testHookAcquireWait
+	t.Cleanup(func() { testHookAcquireWait = old })
+	testHookAcquireWait = func(k key) {
+		h := holds[k]
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.entered)
+			<-h.release
+		}
+	}
+	var wg sync.WaitGroup
+	for i, srv := range srvs {
+		h := holds[srv.key()]
+		wg.Go(func() { mustCall(t, p, srv, "echo", fmt.Sprint(i, "-first")) })
+		wg.Go(func() {
+			<-h.entered
+			mustCall(t, p, srv, "echo", fmt.Sprint(i, "-second"))
+			close(h.release)
+		})
+	}
+	wg.Wait()
+	if st := p.Stats(); st.Dials != keys || st.Open != keys {
+		t.Errorf("stats %+v, want %d dials and %d open sessions", st, keys, keys)
+	}
+	if n := ts.Sessions(); n != keys {
+		t.Errorf("server holds %d sessions for %d keys", n, keys)
+	}
+	closeWithin(t, p, 20*time.Second)
+}
+
+// TestShutdownBoundsTheWaitForCallsInFlight: a call the server never
+// answers would hold Close for ever; Shutdown waits for it until its
+// context ends, then aborts it, and returns.
+func TestShutdownBoundsTheWaitForCallsInFlight(t *testing.T) {
+	ts := newTestServer(t, false)
+	p := newTestPool(t, nil)
+	srv := server(ts, "a")
+	mustCall(t, p, srv, "echo", "warm")
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := call(context.Background(), p, srv, "block", "stuck")
+		inflight <- err
+	}()
+	ts.WaitEntered("stuck")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	shut := make(chan error, 1)
+	go func() { shut <- p.Shutdown(ctx) }()
+	// Shutdown is waiting for the call: new calls are refused meanwhile.
+	eventually(t, "the pool to refuse new calls", func() bool {
+		_, err := call(context.Background(), p, srv, "echo", "late")
+		return errors.Is(err, ErrClosed)
+	})
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a call in flight and its context live", err)
+	default:
+	}
+	cancel()
+	if err := <-shut; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown = %v, want context.Canceled", err)
+	}
+	err := <-inflight
+	if pe := asPoolError(t, err); pe.Kind != KindOutcomeUnknown {
+		t.Fatalf("aborted call: %v, want outcome_unknown (it was running)", err)
+	}
+	if st := p.Stats(); st.Open != 0 || st.Dialing != 0 {
+		t.Fatalf("stats after Shutdown: %+v", st)
+	}
+	closeWithin(t, p, 10*time.Second) // idempotent
+}
