@@ -540,7 +540,7 @@ func idemSIGKILLUnderLoad(t *testing.T, rig *idemRig, p profile) Row {
 		ty.add(t, r.id, r.res, r.info, r.err, rig.notes(t, pl, r.id))
 	}
 	st := pl.Stats()
-	return ty.finish(t, st, fmt.Sprintf("the calls cut off by each kill were sent again with their keys (%d keyed resends) once the studio had restarted packrat; %d came back as replays of a note already committed, the others ran for the first time; no outcome_unknown, one note per call", st.KeyedRetries, ty.replays))
+	return ty.finish(t, st, fmt.Sprintf("the calls cut off by each kill were sent again with their keys (%d keyed resends) once the studio had restarted packrat; %s of a note already committed, the others ran for the first time; no outcome_unknown, one note per call", st.KeyedRetries, plural(ty.replays, "came back as a replay", "came back as replays")))
 }
 
 // killProxy forwards to the studio, and for a planned call (matched by a
