@@ -28,11 +28,19 @@ var migrations = []string{
 	)`,
 	// v2: the records of keyed store_note calls (docs/IDEMPOTENCY.md),
 	// written in the same transaction as the note they record, so a crash
-	// leaves both or neither. result is the CallToolResult as JSON.
-	// WITHOUT ROWID and no second index: one B-tree, so recording a call
-	// adds as few pages as possible to the note's commit (eviction scans,
-	// once per many stores).
-	`CREATE TABLE call_records (
+	// leaves both or neither. A store without its own idempotency_key keeps
+	// its record in the note's own row: idempotency_key holds the call's
+	// key behind callKeyPrefix (a control character, which no caller's key
+	// may contain), call_fingerprint and call_ms the rest, and the result
+	// is rendered again from the note on a replay; so the record costs no
+	// statement and no page, only columns of a row the store writes anyway.
+	// call_records holds the others: stores that carry their
+	// own idempotency_key, and the records of deleted notes (a store
+	// resent after its note was deleted is still a replay). result is the
+	// CallToolResult as JSON.
+	`ALTER TABLE notes ADD COLUMN call_fingerprint TEXT;
+	ALTER TABLE notes ADD COLUMN call_ms INTEGER;
+	CREATE TABLE call_records (
 		key         TEXT PRIMARY KEY,
 		tool        TEXT NOT NULL,
 		fingerprint TEXT NOT NULL,

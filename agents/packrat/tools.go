@@ -84,22 +84,7 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: toolschema.Ptr(false), OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in storeNoteIn) (*mcp.CallToolResult, storeNoteOut, error) {
-		outcome := func(note Note, stored bool) (*mcp.CallToolResult, storeNoteOut) {
-			var msg string
-			if stored {
-				msg = fmt.Sprintf("Stored note %d.", note.ID)
-			} else {
-				msg = fmt.Sprintf("Note %d was already stored under idempotency key %q; nothing new was stored.", note.ID, strings.TrimSpace(in.IdempotencyKey))
-			}
-			return textResult(msg), storeNoteOut{ID: note.ID, Stored: stored, CreatedAt: note.CreatedAt}
-		}
-		// The record of a keyed call is this same result, as go-sdk sends
-		// it (structured content beside the text), committed with the note.
-		render := func(note Note, stored bool) ([]byte, error) {
-			res, out := outcome(note, stored)
-			res.StructuredContent = out
-			return json.Marshal(res)
-		}
+		render := func(note Note, stored bool) ([]byte, error) { return renderStore(note, stored, in.IdempotencyKey) }
 		note, stored, err := st.putRecorded(ctx, newNote{Title: in.Title, Text: in.Text, Tags: in.Tags, IdempotencyKey: in.IdempotencyKey}, render)
 		if errors.Is(err, errEmptyText) {
 			return nil, storeNoteOut{}, fmt.Errorf("%w: pass the content to archive in \"text\"", err)
@@ -110,7 +95,7 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		if stored {
 			log.Info("note stored", "id", note.ID)
 		}
-		res, out := outcome(note, stored)
+		res, out := storeOutcome(note, stored, in.IdempotencyKey)
 		return res, out, nil
 	})
 
@@ -186,6 +171,27 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		log.Info("note deleted", "id", note.ID)
 		return textResult(fmt.Sprintf("Deleted note %d.", note.ID)), deleteNoteOut{Deleted: true, Note: note}, nil
 	})
+}
+
+// storeOutcome is store_note's answer: a function of the note, whether it
+// was stored now, and the caller's idempotency_key, and of nothing else,
+// so that the record of a keyed call can render it again (idempotency.go).
+func storeOutcome(note Note, stored bool, key string) (*mcp.CallToolResult, storeNoteOut) {
+	var msg string
+	if stored {
+		msg = fmt.Sprintf("Stored note %d.", note.ID)
+	} else {
+		msg = fmt.Sprintf("Note %d was already stored under idempotency key %q; nothing new was stored.", note.ID, strings.TrimSpace(key))
+	}
+	return textResult(msg), storeNoteOut{ID: note.ID, Stored: stored, CreatedAt: note.CreatedAt}
+}
+
+// renderStore is storeOutcome as go-sdk sends it (structured content
+// beside the text), the recorded result of a keyed store_note.
+func renderStore(note Note, stored bool, key string) ([]byte, error) {
+	res, out := storeOutcome(note, stored, key)
+	res.StructuredContent = out
+	return json.Marshal(res)
 }
 
 func textResult(text string) *mcp.CallToolResult {
