@@ -34,7 +34,7 @@ func Discover(ctx context.Context, c Caller, cfg *mcpconfig.Config, opts *Discov
 	}
 	if cfg != nil {
 		for _, s := range cfg.Servers {
-			st := ServerTools{Server: s.Pool()}
+			st := ServerTools{Server: s.Pool(), Timeout: s.Timeout}
 			if opts.Check != nil {
 				st.Err = opts.Check(s)
 			}

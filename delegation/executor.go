@@ -21,6 +21,10 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// ErrCallTimeout is the cause of a call that outlived its server's
+// "timeout".
+var ErrCallTimeout = errors.New("the call took longer than its server's timeout")
+
 // DefaultLimit is the number of tool calls an Executor runs at once when its
 // Limit is zero.
 const DefaultLimit = 4
@@ -151,7 +155,15 @@ func (e *Executor) call(ctx context.Context, t *Target, args json.RawMessage) (*
 		return nil, err // do not start a call for a turn that is over
 	}
 	params := &mcp.CallToolParams{Meta: e.Chain.Meta(), Name: t.Tool.Name, Arguments: args}
+	if t.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, t.Timeout, fmt.Errorf("%w: %v (the server's \"timeout\" in mcp.json)", ErrCallTimeout, t.Timeout))
+		defer cancel()
+	}
 	res, err := e.Caller.CallTool(ctx, t.Server, params)
+	if err != nil && t.Timeout > 0 && errors.Is(context.Cause(ctx), ErrCallTimeout) {
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
 	if err == nil && res == nil {
 		err = errors.New("the server returned no result")
 	}

@@ -339,3 +339,28 @@ func mustList(t *testing.T, p *pool.Pool, srv *pool.Server) []*mcp.Tool {
 	}
 	return tools
 }
+
+// blockingCaller answers a call when its context ends, with its error.
+type blockingCaller struct{}
+
+func (blockingCaller) CallTool(ctx context.Context, _ *pool.Server, _ *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (blockingCaller) ListTools(context.Context, *pool.Server) ([]*mcp.Tool, error) { return nil, nil }
+
+// TestServerTimeout: a server's mcp.json "timeout" bounds each call to it,
+// and the failure says so.
+func TestServerTimeout(t *testing.T) {
+	tb := delegation.NewToolbox([]delegation.ServerTools{{
+		Server:  &pool.Server{Name: "packrat"},
+		Tools:   []*mcp.Tool{{Name: "store_note", InputSchema: objectSchema}},
+		Timeout: 10 * time.Millisecond,
+	}})
+	e := &delegation.Executor{Caller: blockingCaller{}, Tools: tb}
+	r := e.Run(t.Context(), []delegation.Call{{ID: "1", Name: "packrat__store_note"}})[0]
+	if !r.IsError || !errors.Is(r.Err, delegation.ErrCallTimeout) || !strings.Contains(r.Content, "timeout") {
+		t.Errorf("IsError=%v Err=%v Content=%q; want the server's timeout named", r.IsError, r.Err, r.Content)
+	}
+}

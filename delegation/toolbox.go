@@ -3,6 +3,7 @@ package delegation
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/pool"
@@ -18,6 +19,9 @@ type Target struct {
 	Tool *mcp.Tool
 	// Parameters is Tool.InputSchema mapped for a chat API (see Parameters).
 	Parameters json.RawMessage
+	// Timeout bounds one call (the mcp.json "timeout"); zero: none of its
+	// own.
+	Timeout time.Duration
 }
 
 // ServerTools is what discovery found on one server: its tools, or the
@@ -26,6 +30,8 @@ type ServerTools struct {
 	Server *pool.Server
 	Tools  []*mcp.Tool
 	Err    error
+	// Timeout bounds each call to the server; zero: none of its own.
+	Timeout time.Duration
 }
 
 // A DiscoveryError says why a server, or one of its tools, is not offered to
@@ -84,7 +90,7 @@ func NewToolbox(found []ServerTools) *Toolbox {
 				tb.unavailable = append(tb.unavailable, &DiscoveryError{Server: st.Server.Name, Tool: t.Name, Err: err})
 				continue
 			}
-			target := &Target{Name: name, Server: st.Server, Tool: t, Parameters: params}
+			target := &Target{Name: name, Server: st.Server, Tool: t, Parameters: params, Timeout: st.Timeout}
 			tb.targets = append(tb.targets, target)
 			tb.byName[name] = target
 		}

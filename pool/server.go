@@ -30,10 +30,12 @@ type Server struct {
 	// Headers are sent on every HTTP request (for example Authorization).
 	Headers map[string]string
 
-	// Command, Args and Env describe a stdio server.
+	// Command, Args and Env describe a stdio server; Dir, when set, is its
+	// working directory.
 	Command string
 	Args    []string
 	Env     map[string]string
+	Dir     string
 
 	// ProtocolVersion pins the MCP protocol version when it is known. Empty
 	// means: discover it on first connect and remember it for re-dials.
@@ -70,7 +72,7 @@ func (s *Server) key() key {
 	endpoint := s.URL
 	if endpoint == "" {
 		c := sha256.New()
-		for _, a := range append([]string{s.Command}, s.Args...) {
+		for _, a := range append([]string{s.Dir, s.Command}, s.Args...) {
 			c.Write([]byte(a))
 			c.Write([]byte{0})
 		}

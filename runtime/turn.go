@@ -87,11 +87,25 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 
 	tools := delegation.Discover(ctx, a.caller, a.def.MCP, &delegation.DiscoverOptions{Check: a.def.CheckServer, First: a.opts.Servers})
 	note := noteHandler(ctx)
+	unavailable := make([]string, 0, len(tools.Unavailable()))
 	for _, u := range tools.Unavailable() {
-		res.Unavailable = append(res.Unavailable, u.Error())
+		unavailable = append(unavailable, u.Error())
+	}
+	if tools.Len() == 0 && len(unavailable) == 0 {
+		// Nothing failed, and yet there is nothing to offer: say where the
+		// tools were expected (an mcp.json that was deleted looks like
+		// this), rather than let the model say only that it has none.
+		where := "its mcp.json"
+		if a.def.MCP != nil && a.def.MCP.Path != "" {
+			where = a.def.MCP.Path
+		}
+		unavailable = append(unavailable, fmt.Sprintf("agent %q has no tools: %s lists no servers (or is missing) and agent.json names no native toolsets", a.def.Name, where))
+	}
+	for _, u := range unavailable {
+		res.Unavailable = append(res.Unavailable, u)
 		a.log.Warn("sibling unavailable", "run", chain.RunID, "err", u)
 		if note != nil {
-			note("unavailable: " + u.Error())
+			note("unavailable: " + u)
 		}
 	}
 	if err := ctx.Err(); err != nil {

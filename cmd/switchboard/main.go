@@ -8,23 +8,31 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"syscall"
 
 	"github.com/switchboard-run/switchboard/internal/agentserver"
 	"github.com/switchboard-run/switchboard/internal/askcmd"
+	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/clientcmd"
 	"github.com/switchboard-run/switchboard/internal/statuscmd"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/version"
 )
 
 const usage = `usage: switchboard <command> [flags]
 
 commands:
-  ask [--agent oracle] [--json] "TASK"   give a task to an agent (starts a studio when none runs)
+  ask [--agent oracle] [--json] "TASK"   give a task to an agent and print its answer (TASK or - reads stdin)
   up [--dir .] [--listen 127.0.0.1:54321] run the studio: every agent under agents/, behind one proxy
   agent serve --agent agents/NAME         run one agent as an MCP server
   client [--config tools/mcp.json]        JSON lines on stdin -> pooled MCP calls -> JSON lines on stdout
   status [--studio URL] [--json]          a running studio's agents, pools, calls and recent delegations
+  version                                 print the version
+  help [COMMAND]                          print this, or a command's usage
+
+Every command takes --help. Exit status 2 is a usage error; see each
+command's --help for the rest (ask's are in README.md too).
 `
 
 type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int
@@ -36,28 +44,35 @@ func main() {
 	os.Exit(code)
 }
 
+var commands = map[string]command{
+	"ask":     askcmd.Main,
+	"up":      studio.Main,
+	"client":  clientcmd.Main,
+	"status":  statuscmd.Main,
+	"agent":   agentCommand,
+	"version": versionCommand,
+}
+
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	commands := map[string]command{
-		"ask":    askcmd.Main,
-		"up":     studio.Main,
-		"client": clientcmd.Main,
-		"status": statuscmd.Main,
-	}
 	name, rest := args[0], args[1:]
-	if name == "agent" {
-		if len(rest) == 0 || rest[0] != "serve" {
-			fmt.Fprintf(stderr, "switchboard agent: want the subcommand serve\n%s", usage)
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && name == "help" {
+			// `switchboard help ask` is `switchboard ask --help`.
+			if cmd, ok := commands[rest[0]]; ok {
+				return cmd(ctx, append(rest[1:], "--help"), stdin, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "switchboard help: unknown command %q\n%s", rest[0], usage)
 			return 2
 		}
-		return agentserver.Main(ctx, rest[1:], stdin, stdout, stderr)
-	}
-	if name == "help" || name == "-h" || name == "--help" {
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "-v", "-version", "--version":
+		name = "version"
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -65,4 +80,43 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	return cmd(ctx, rest, stdin, stdout, stderr)
+}
+
+const agentUsage = `usage: switchboard agent serve --agent agents/NAME [flags]
+
+subcommands:
+  serve   run one agent as an MCP server (switchboard agent serve --help)
+`
+
+func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return agentserver.Main(ctx, args[1:], stdin, stdout, stderr)
+	}
+	if cli.HelpRequested(args) {
+		fmt.Fprint(stdout, agentUsage)
+		return 0
+	}
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "switchboard agent: want a subcommand\n%s", agentUsage)
+	} else {
+		fmt.Fprintf(stderr, "switchboard agent: unknown subcommand %q\n%s", args[0], agentUsage)
+	}
+	return 2
+}
+
+func versionCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if cli.HelpRequested(args) {
+		fmt.Fprintln(stdout, "usage: switchboard version\n\nPrints the version of this binary (the module version, or (devel) for a\nbuild from a checkout), the commit it was built from, and the Go version.")
+		return 0
+	}
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "switchboard version: unexpected argument %q\n", args[0])
+		return 2
+	}
+	fmt.Fprintf(stdout, "switchboard %s", version.String())
+	if rev := version.Revision(); rev != "" {
+		fmt.Fprintf(stdout, " (%s)", rev)
+	}
+	fmt.Fprintf(stdout, " %s %s/%s\n", goruntime.Version(), goruntime.GOOS, goruntime.GOARCH)
+	return 0
 }

@@ -166,8 +166,8 @@ func TestLoadErrors(t *testing.T) {
 			"", `: field "max_depth": want an integer from 1 to 16, got 17`},
 		{"allow_stdio not a boolean", minimal(`, "allow_stdio": "yes"`),
 			"", `: field "allow_stdio": want true or false, got string`},
-		{"malformed mcp.json", minimal(``), `{"mcpServers": {"scout": {"url": "http://a", "cwd": "/"}}}`,
-			`: server "scout": field "cwd": unknown field; known fields are type, url, headers, command, args, env, protocolVersion, disabled`},
+		{"malformed mcp.json", minimal(``), `{"mcpServers": {"scout": {"url": "http://a", "workdir": "/"}}}`,
+			`: server "scout": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -92,7 +92,7 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 
 	agent, err := a.runtimeAgent()
 	if err != nil {
-		return toolError("agent %s: %v", name, err), nil, nil
+		return toolError("%s", namedErr(name, err)), nil, nil
 	}
 	res, err := agent.Run(ctx, in.Task, chain)
 	if a.metrics != nil && res != nil {
@@ -102,7 +102,7 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		a.logger.InfoContext(ctx, "ask failed", "run", chain.RunID, "err", err)
 		// The structured result still says what the turn did before it
 		// ended, and why (res.Reason, res.Delegations).
-		r := toolError("agent %s: %v", name, err)
+		r := toolError("%s", namedErr(name, err))
 		if res == nil {
 			return r, nil, nil
 		}
@@ -279,6 +279,15 @@ func progressReporter(ctx context.Context, req *mcp.CallToolRequest, logger *slo
 		<-done
 	}
 	return report, stop
+}
+
+// namedErr is err's text with the agent's name in front, once.
+func namedErr(name string, err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "agent "+name+":") {
+		return msg
+	}
+	return "agent " + name + ": " + msg
 }
 
 func toolError(format string, args ...any) *mcp.CallToolResult {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
@@ -53,14 +54,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	logFormat := fs.String("log-format", "text", "log format on stderr: "+logging.Formats)
 	maxConcurrent := fs.Int("max-concurrent", 0, "tools/call requests run at once; more wait, each until its caller's deadline (0: no cap)")
 	modelTimeout := fs.Duration("model-timeout", 0, "deadline of each model request (default $"+runtime.EnvModelTimeout+", else "+runtime.DefaultModelTimeout.String()+")")
+	if cli.HelpRequested(args) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			// --help asked for the usage: print it where it is read, and
-			// succeed.
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
 		return 2
 	}
 	var bad string
@@ -105,6 +104,11 @@ func serve(ctx context.Context, agentDir, listen string, opts *Options, stdout i
 	// Traces (when OTEL_EXPORTER_OTLP_ENDPOINT is set) are flushed after
 	// the server has stopped, so the last calls' spans are not lost.
 	defer telemetry.Start(ctx, def.Name, func(msg string, err error) { logger.Warn(msg, "err", err) })()
+	if def.MCP != nil {
+		for _, note := range def.MCP.Ignored {
+			logger.Info(note)
+		}
+	}
 	s, err := New(def, opts)
 	if err != nil {
 		return err

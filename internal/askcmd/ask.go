@@ -114,6 +114,14 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	defer p.Close()
 
 	pr := newPrinter(stderr)
+	held := newHeldWatcher()
+	pr.onEvent = held.event
+	watchCtx, stopWatch := context.WithCancel(callCtx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		held.watch(watchCtx, st.url, cfg.token, pr.note)
+	}()
 	srv := &pool.Server{Name: cfg.agent, URL: st.url + "/api/agents/" + url.PathEscape(cfg.agent) + "/mcp"}
 	if cfg.token != "" {
 		// A studio with a token wants it on every /api/ request.
@@ -123,6 +131,8 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		Name:      "ask",
 		Arguments: map[string]any{"task": cfg.task},
 	})
+	stopWatch()
+	<-watched
 	var final askResult
 	if err == nil {
 		final = structured(res)
@@ -138,14 +148,14 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		// No turn result: the agent refused the call itself (an empty task,
 		// a refused delegation chain) or is not a switchboard agent.
 		if res.IsError {
-			return fail(exitFailed, fmt.Errorf("agent %s: %s", cfg.agent, delegation.ResultText(res)))
+			return fail(exitFailed, errors.New(agentSays(cfg.agent, delegation.ResultText(res))))
 		}
 		final.Status = runtime.StatusAnswered
 		final.Answer = delegation.ResultText(res)
 	}
 	if final.Status == runtime.StatusFailed {
 		out.Reason, out.Unavailable = final.Reason, final.Unavailable
-		return fail(exitFailed, fmt.Errorf("agent %s: %s", cfg.agent, delegation.ResultText(res)))
+		return fail(exitFailed, errors.New(agentSays(cfg.agent, delegation.ResultText(res))))
 	}
 
 	code := exitFor(final.Status)
@@ -167,6 +177,15 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "switchboard ask: %s (exit %d)\n", out.Reason, code)
 	}
 	return code
+}
+
+// agentSays is the agent's error text with its name in front, once:
+// switchboard agents already start theirs with "agent NAME:".
+func agentSays(name, text string) string {
+	if strings.HasPrefix(text, "agent "+name+":") {
+		return text
+	}
+	return "agent " + name + ": " + text
 }
 
 // structured reads what it can of the ask tool's structured result: the

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/runtime"
@@ -156,13 +157,18 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.agent, "agent", "oracle", "the agent to ask")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object {answer, agent, delegations, duration_ms}")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object {answer, agent, status, exit_code, reason, unavailable, delegations, duration_ms, error}")
 	fs.StringVar(&cfg.studioURL, "studio", "", "the studio's URL (default $"+EnvStudioURL+", else "+DefaultStudioURL+")")
 	fs.StringVar(&cfg.dir, "dir", ".", "the project directory holding agents/, for a studio ask starts")
 	fs.StringVar(&cfg.model, "model", "", "the model name, for a studio ask starts (default: each agent's agent.json)")
 	fs.StringVar(&cfg.logFormat, "log-format", "", "log format of a studio ask starts (its log file, agents included): "+logging.Formats+" (default text)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up (exit 124) when no answer came within this long, e.g. 30s (default: no limit)")
 	fs.DurationVar(&cfg.modelTimeout, "model-timeout", 0, "deadline of each model request, for a studio ask starts (default $"+runtime.EnvModelTimeout+", else "+runtime.DefaultModelTimeout.String()+")")
+	if cli.HelpRequested(args) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return nil, flag.ErrHelp
+	}
 
 	var words, tail []string
 	rest := args
@@ -171,10 +177,6 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	for {
 		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fs.Usage()
-			}
 			return nil, err
 		}
 		if fs.NArg() == 0 {

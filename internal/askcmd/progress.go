@@ -26,6 +26,8 @@ import (
 // are silent, so nothing prints after the answer.
 type printer struct {
 	w io.Writer
+	// onEvent, when set, is told of each delegation event shown.
+	onEvent func(delegation.Event)
 
 	mu       sync.Mutex // protects following fields
 	done     bool
@@ -53,7 +55,19 @@ func (p *printer) progress(n *mcp.ProgressNotificationParams) {
 		p.finished = append(p.finished, ev)
 		p.printed[eventKey(ev)] = true
 	}
+	if p.onEvent != nil {
+		p.onEvent(ev)
+	}
 	fmt.Fprintln(p.w, eventLine(ev))
+}
+
+// note prints a line of ask's own, unless the printer has stopped.
+func (p *printer) note(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.done {
+		fmt.Fprintf(p.w, "· %s\n", msg)
+	}
 }
 
 // stop silences the printer, prints what the agent's result (final)

@@ -14,11 +14,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
 // askOutput is the --json object as a script reads it.
@@ -73,6 +78,14 @@ func TestE2EAgentAnswersWithItsOwnTools(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", line, ask.stderr)
 		}
 	}
+
+	// An agent the studio does not have: a usage error listing the ones
+	// it has.
+	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "nosuch", "hello")
+	if code := ask.wait(t); code != exitUsage || !strings.Contains(ask.stderr.String(), `unknown agent "nosuch"`) ||
+		!strings.Contains(ask.stderr.String(), "has abacus, oracle, packrat") {
+		t.Errorf("--agent nosuch: exit %d, stderr %q", code, ask.stderr)
+	}
 }
 
 // TestE2EUnavailableSiblingIsNamed: the oracle's abacus is on a port
@@ -108,6 +121,23 @@ func TestE2EUnavailableSiblingIsNamed(t *testing.T) {
 	}
 	if !strings.Contains(ask.stderr.String(), `abacus`) || ask.stdout.String() == "" {
 		t.Errorf("stdout %q, stderr %q", ask.stdout, ask.stderr)
+	}
+
+	// status shows the ask as failed, not ok.
+	status := exec.CommandContext(ctx, needBinary(t), "status", "--studio", st.URL())
+	status.Env = cleanEnv()
+	text, err := status.CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, text)
+	}
+	var askLines []string
+	for _, l := range strings.Split(string(text), "\n") {
+		if strings.Contains(l, "→ oracle.ask") {
+			askLines = append(askLines, l)
+		}
+	}
+	if len(askLines) != 2 || !strings.Contains(askLines[0], "tool_error") || !strings.Contains(askLines[1], "tool_error") {
+		t.Errorf("status lists the asks as %q, want both tool_error:\n%s", askLines, text)
 	}
 }
 
@@ -218,5 +248,152 @@ func TestE2EBuiltinWithAThirdPartyServer(t *testing.T) {
 	}
 	if len(out.Delegations) != 0 {
 		t.Errorf("an ambiguous step made delegations: %+v", out.Delegations)
+	}
+}
+
+// TestE2ETraceExportFailureIsOneLine: with a collector that refuses, and
+// one that never answers, ask still answers and exits 0, and says once, in
+// its own words, that traces were not exported: no raw library lines.
+func TestE2ETraceExportFailureIsOneLine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	st := startStudio(t, ctx, dir)
+	release := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer stalled.Close()
+	defer close(release)
+	for _, endpoint := range []string{"http://127.0.0.1:1", stalled.URL} {
+		ask := startAskEnv(t, ctx, dir, cleanEnv("OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint), "--studio", st.URL(), "what is 2+2")
+		if code := ask.wait(t); code != exitOK {
+			t.Fatalf("collector %s: ask exited %d\nstderr:\n%s", endpoint, code, ask.stderr)
+		}
+		stderr := ask.stderr.String()
+		if n := strings.Count(stderr, "switchboard ask: traces not exported"); n != 1 {
+			t.Errorf("collector %s: %d lines saying traces were not exported, want 1:\n%s", endpoint, n, stderr)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+			if !strings.HasPrefix(l, "switchboard ask: ") && !strings.HasPrefix(l, "· ") && !strings.Contains(l, "abacus.calculate") {
+				t.Errorf("collector %s: a line not in ask's own words: %q", endpoint, l)
+			}
+		}
+	}
+}
+
+// TestE2EHeldCallIsShown: packrat is killed between the oracle's two
+// delegations and the studio waits 2 s before restarting it, holding the
+// second delegation meanwhile. ask says, while it waits, that packrat is
+// restarting and that the studio holds the call; then the call recovers.
+func TestE2EHeldCallIsShown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	store := call("call_store", "packrat__store_note", `{"text":"The demo is on Monday."}`)
+	search := call("call_search", "packrat__search_notes", `{"query":"demo"}`)
+	var st *studio.Studio
+	model := newScriptedModel(t, map[string][]turnStep{"oracle": {
+		{reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{store}}},
+		{
+			before: func(*http.Request) {
+				old := agentInfo(t, st, "packrat")
+				if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
+					t.Error(err)
+				}
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
+				for agentInfo(t, st, "packrat").State == studio.StateRunning {
+					select {
+					case <-tick.C:
+					case <-ctx.Done():
+						return
+					}
+				}
+			},
+			reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{search}},
+		},
+		{reply: openai.ChatCompletionMessage{Content: "The demo is on Monday."}},
+	}})
+	logs := &lockedBuffer{}
+	var err error
+	st, err = studio.Start(ctx, &studio.Options{
+		Dir: dir, Listen: "127.0.0.1:0", Executable: needBinary(t), AgentOutput: logs,
+		Env:        []string{"OPENAI_BASE_URL=" + model.URL, "OPENAI_MODEL=scripted"},
+		MinBackoff: 2 * time.Second, MaxBackoff: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("closing the studio: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", logs)
+		}
+	})
+	if err := st.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "remember that the demo is on Monday, then tell me about the demo")
+	if code := ask.wait(t); code != exitOK {
+		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)
+	}
+	stderr := ask.stderr.String()
+	for _, want := range []string{"· packrat is restarting (retry in", "failure 1 of 8; it exited: exited: signal: killed", "the studio holds calls to it until it listens", "✓ packrat.search_notes"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if i, j := strings.Index(stderr, "packrat is restarting"), strings.Index(stderr, "✓ packrat.search_notes"); i > j {
+		t.Errorf("the wait was reported after the call finished:\n%s", stderr)
+	}
+}
+
+// TestE2EMisconfiguredSiblings: a stdio sibling for an agent without
+// allow_stdio, and an agent whose tools/mcp.json is gone, each exit 5
+// naming the reason; a task on stdin ("ask -") works like one in argv.
+func TestE2EMisconfiguredSiblings(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	writeFile(t, filepath.Join(dir, "agents", "oracle", agentdef.MCPFile), `{"mcpServers": {
+		"abacus": {"command": "switchboard-no-such-command"}}}`)
+	if err := os.Remove(filepath.Join(dir, "agents", "packrat", agentdef.MCPFile)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "agents", "bare", agentdef.DefinitionFile), `{"name": "bare", "description": "no tools at all"}`)
+	st := startStudio(t, ctx, dir)
+
+	for _, c := range []struct{ agent, want string }{
+		{"oracle", `agent "abacus"`},
+		{"bare", `agent "bare" has no tools: ` + filepath.Join(dir, "agents", "bare", "tools", "mcp.json")},
+	} {
+		ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", c.agent, "--json", "what is 2+2")
+		if code := ask.wait(t); code != exitUnavailable {
+			t.Fatalf("%s: ask exited %d, want %d\nstdout:\n%s\nstderr:\n%s", c.agent, code, exitUnavailable, ask.stdout, ask.stderr)
+		}
+		out := decodeAsk(t, ask)
+		if len(out.Unavailable) != 1 || !strings.Contains(out.Unavailable[0], c.want) || !strings.Contains(out.Reason, c.want) {
+			t.Errorf("%s: --json %+v, want %q named", c.agent, out, c.want)
+		}
+	}
+	// packrat without its mcp.json still has its own tools; and the task
+	// comes from stdin.
+	ask := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	ask.cmd = exec.CommandContext(ctx, needBinary(t), "ask", "--studio", st.URL(), "--agent", "packrat", "-")
+	ask.cmd.Dir, ask.cmd.Env = dir, cleanEnv()
+	ask.cmd.Stdin = strings.NewReader("remember that the launch moved to Friday\n")
+	ask.cmd.Stdout, ask.cmd.Stderr = ask.stdout, ask.stderr
+	if err := ask.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := ask.wait(t); code != exitOK || !strings.Contains(ask.stdout.String(), "packrat.store_note: Stored note") {
+		t.Errorf("ask - : exit %d, stdout %q, stderr %q", code, ask.stdout, ask.stderr)
 	}
 }

@@ -70,36 +70,164 @@ type answerError struct {
 	Retried bool `json:"retried,omitempty"`
 }
 
+// errInterrupted is what serve returns when its context ended (SIGINT,
+// SIGTERM) before stdin did.
+var errInterrupted = errors.New("interrupted")
+
 // serve reads requests until EOF and waits for all of them to be answered.
+//
+// When ctx ends first (a signal), serve stops reading, sends nothing new,
+// and answers every line it has read: a request in flight is cancelled and
+// answered with what the pool knows (outcome_unknown if its request went
+// out, transport if not), and a line read but not yet sent is answered
+// transport, "not sent". It then returns errInterrupted. Stdin is read by a
+// goroutine of its own, because a read from a terminal or a pipe cannot be
+// interrupted: a signal must not wait for the next line to arrive.
 func (c *client) serve(ctx context.Context, in io.Reader) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, c.maxInFlight)
-	r := bufio.NewReaderSize(in, 64<<10)
-	for lineNo := 1; ; lineNo++ {
-		line, tooLong, err := readLine(r)
-		if len(bytes.TrimSpace(line)) > 0 || tooLong {
-			req, aerr := parse(line, tooLong, lineNo)
-			if aerr != nil {
-				c.out.write(answer{ID: idOrNull(req.ID), Error: aerr})
-			} else {
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				wg.Go(func() {
-					defer func() { <-slots }()
-					c.out.write(c.handle(ctx, req))
-				})
+	rd := newLineReader(in, c)
+	go rd.run()
+	interrupted := func(held *line) error {
+		if held != nil {
+			c.notSent(*held)
+		}
+		rd.stop()
+		return errInterrupted
+	}
+	for {
+		var l line
+		select {
+		case <-ctx.Done():
+			return interrupted(nil)
+		case err := <-rd.err:
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("reading stdin: %w", err)
+		case l = <-rd.lines:
+		}
+		req, aerr := parse(l.text, l.tooLong, l.no)
+		if aerr != nil {
+			c.out.write(answer{ID: idOrNull(req.ID), Error: aerr})
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return interrupted(&l)
+		}
+		if ctx.Err() != nil {
+			// Both were ready and select chose the slot: still send nothing.
+			<-slots
+			return interrupted(&l)
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			c.out.write(c.handle(ctx, req))
+		})
+	}
+}
+
+// notSent answers a line that was read and never sent.
+func (c *client) notSent(l line) {
+	req, aerr := parse(l.text, l.tooLong, l.no)
+	if aerr == nil {
+		aerr = &answerError{Code: codeTransport, Kind: pool.KindTransport.String(),
+			Message: fmt.Sprintf("line %d: not sent: the client was interrupted before sending this request", l.no)}
+	}
+	c.out.write(answer{ID: idOrNull(req.ID), Error: aerr})
+}
+
+// line is one non-blank line of stdin.
+type line struct {
+	no      int
+	text    []byte
+	tooLong bool
+}
+
+// lineReader hands stdin's lines to serve one at a time. It is never
+// waited for while it waits in a read (after a signal it may stay there
+// until the process exits); stop waits only when it holds lines already
+// read, which it then answers as not sent.
+type lineReader struct {
+	r     *bufio.Reader
+	c     *client
+	lines chan line
+	err   chan error // the read error that ended it (io.EOF at the end)
+	quit  chan struct{}
+	done  chan struct{} // closed once the lines it held are answered
+
+	mu      sync.Mutex // guards following fields
+	stopped bool
+	holding bool // it has read a line serve has not taken
+}
+
+func newLineReader(in io.Reader, c *client) *lineReader {
+	return &lineReader{
+		r: bufio.NewReaderSize(in, 64<<10), c: c,
+		lines: make(chan line), err: make(chan error, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+func (lr *lineReader) run() {
+	for no := 1; ; no++ {
+		text, tooLong, err := readLine(lr.r)
+		if len(bytes.TrimSpace(text)) > 0 || tooLong {
+			lr.mu.Lock()
+			if lr.stopped {
+				// Read after serve stopped: not a line serve read.
+				lr.mu.Unlock()
+				return
+			}
+			lr.holding = true
+			lr.mu.Unlock()
+			select {
+			case lr.lines <- line{no: no, text: text, tooLong: tooLong}:
+				lr.mu.Lock()
+				lr.holding = false
+				lr.mu.Unlock()
+			case <-lr.quit:
+				lr.c.notSent(line{no: no, text: text, tooLong: tooLong})
+				lr.drain(no + 1)
+				close(lr.done)
+				return
 			}
 		}
-		if err == io.EOF {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("reading stdin: %w", err)
+			lr.err <- err
+			return
 		}
+	}
+}
+
+// drain answers, as not sent, the complete lines already in the buffer:
+// read from stdin before the signal, never handed over. It reads nothing
+// more from stdin.
+func (lr *lineReader) drain(no int) {
+	for ; ; no++ {
+		buf, _ := lr.r.Peek(lr.r.Buffered())
+		if !bytes.Contains(buf, []byte("\n")) {
+			return
+		}
+		text, tooLong, _ := readLine(lr.r)
+		if len(bytes.TrimSpace(text)) > 0 || tooLong {
+			lr.c.notSent(line{no: no, text: text, tooLong: tooLong})
+		}
+	}
+}
+
+// stop ends the reader; when it holds lines read from stdin, stop returns
+// once they are answered.
+func (lr *lineReader) stop() {
+	lr.mu.Lock()
+	lr.stopped = true
+	holding := lr.holding
+	lr.mu.Unlock()
+	close(lr.quit)
+	if holding {
+		<-lr.done
 	}
 }
 
@@ -185,6 +313,12 @@ func (c *client) handle(ctx context.Context, req request) answer {
 		return ans
 	}
 	srv := s.Pool()
+	if s.Timeout > 0 && (c.timeout <= 0 || s.Timeout < c.timeout) {
+		// The server's own "timeout" in mcp.json, when it is the tighter.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
 
 	if req.Method == "tools/list" {
 		tools, err := c.pool.ListTools(ctx, srv)

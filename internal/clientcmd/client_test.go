@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +22,29 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// switchboardBin is the switchboard binary, built once for the tests that
+// run the client as a process (empty under -short, where they are skipped).
+var switchboardBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		dir, err := os.MkdirTemp("", "switchboard-client-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		switchboardBin = filepath.Join(dir, "switchboard")
+		build := exec.Command("go", "build", "-o", switchboardBin, "github.com/switchboard-run/switchboard/cmd/switchboard")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building switchboard:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // session runs Main in-process with piped stdin and stdout.
 type session struct {
@@ -259,5 +285,66 @@ func TestBadConfigExitsWithItsError(t *testing.T) {
 	code := Main(context.Background(), []string{"--config", path}, strings.NewReader(""), &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), path) || !strings.Contains(errb.String(), `"bogus"`) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestSIGTERMAnswersEveryLineRead runs the client as a process. Two
+// requests arrive in one write; the first is in flight (the server's tool
+// is running) and the second waits for the one slot of --max-in-flight 1.
+// On SIGTERM the client answers both (the first cancelled,
+// outcome_unknown, since its request went out; the second transport, "not
+// sent", which the server never saw), closes the pool and exits 130.
+func TestSIGTERMAnswersEveryLineRead(t *testing.T) {
+	if switchboardBin == "" {
+		t.Skip("runs the binary: skipped with -short")
+	}
+	ts := mcptest.NewServer(t, false)
+	cmd := exec.CommandContext(t.Context(), switchboardBin, "client", "--max-in-flight", "1", "--config", writeConfig(t, map[string]string{"test": ts.URL()}))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// One write, so that one read of stdin holds both lines.
+	if _, err := io.WriteString(stdin, `{"id":1,"server":"test","method":"tools/call","params":{"name":"block","arguments":{"id":"first"}}}`+"\n"+
+		`{"id":2,"server":"test","method":"tools/call","params":{"name":"echo","arguments":{"id":"second","text":"x"}}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	ts.WaitEntered("first")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	stdin.Close()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want status 130\nstderr:\n%s", err, stderr.String())
+	}
+	got := map[string]map[string]any{}
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var a map[string]any
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatalf("stdout line %q: %v", l, err)
+		}
+		got[fmt.Sprint(a["id"])] = a
+	}
+	if len(got) != 2 {
+		t.Fatalf("answers %v, want one for each of the 2 lines\nstderr:\n%s", got, stderr.String())
+	}
+	if k := errKind(got["1"]); k != "outcome_unknown" {
+		t.Errorf("the call in flight: %v, want outcome_unknown", got["1"])
+	}
+	if k := errKind(got["2"]); k != "transport" || !strings.Contains(fmt.Sprint(got["2"]), "not sent") {
+		t.Errorf("the call not sent: %v, want transport, not sent", got["2"])
+	}
+	if n := ts.Executions("second"); n != 0 {
+		t.Errorf("the server ran the second call %d times; it was never sent", n)
+	}
+	if !ts.WasCancelled("first") {
+		t.Error("the server's tool was not cancelled")
 	}
 }

@@ -2,7 +2,9 @@
 // pool. It reads one JSON request per line on stdin, runs the requests
 // concurrently through one pool.Pool, and writes one JSON answer per request
 // on stdout in completion order. At EOF it waits for the requests in flight,
-// closes the pool (DELETE on live sessions) and exits 0.
+// closes the pool (DELETE on live sessions) and exits 0. On SIGINT or
+// SIGTERM it stops reading, answers every line it has read (cancelling the
+// calls in flight), closes the pool and exits 130.
 package clientcmd
 
 import (
@@ -14,10 +16,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 	"github.com/switchboard-run/switchboard/pool"
 )
+
+// exitInterrupted is the exit code after SIGINT or SIGTERM, as a shell
+// reports a command ended by SIGINT.
+const exitInterrupted = 130
 
 // Main runs the command with args (after its own name) and returns the exit
 // code.
@@ -29,7 +36,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	inFlight := fs.Int("max-in-flight", 256, "requests run at once; reading stdin waits beyond this")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: switchboard client [--config tools/mcp.json]
+		fmt.Fprintf(fs.Output(), `usage: switchboard client [--config tools/mcp.json]
 
 Reads JSON requests, one per line, on stdin:
   {"id":1,"server":"NAME","method":"tools/list"}
@@ -39,13 +46,24 @@ and answers each with one line on stdout, in completion order:
   {"id":1,"result":{...}}  or  {"id":1,"error":{"code":N,"message":"...","kind":"K"}}
 where K is session_expired, outcome_unknown, transport, rpc, config or input.
 
+exit status:
+  0    stdin ended and every request was answered
+  1    the configuration or stdin could not be read
+  2    usage: a bad flag or argument
+  130  interrupted (SIGINT, SIGTERM): reading stopped, nothing new was sent,
+       and every line read was answered: a call in flight was cancelled
+       (outcome_unknown if its request went out, transport if it did not),
+       a line not yet sent is transport ("not sent")
+
 `)
 		fs.PrintDefaults()
 	}
+	if cli.HelpRequested(args) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -66,11 +84,18 @@ where K is session_expired, outcome_unknown, transport, rpc, config or input.
 		fmt.Fprintf(stderr, "switchboard client: %v\n", err)
 		return 1
 	}
+	for _, note := range cfg.Ignored {
+		logger.Info(note)
+	}
 	p := pool.New(&pool.Options{Logger: logger})
 	c := &client{cfg: cfg, pool: p, timeout: *timeout, maxInFlight: *inFlight, out: newWriter(stdout)}
 	err = c.serve(ctx, stdin)
 	p.Close()
-	if err != nil {
+	switch {
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintf(stderr, "switchboard client: interrupted: every line read was answered\n")
+		return exitInterrupted
+	case err != nil:
 		fmt.Fprintf(stderr, "switchboard client: %v\n", err)
 		return 1
 	}

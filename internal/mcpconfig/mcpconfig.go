@@ -12,6 +12,15 @@
 // top-level "inputs" array is accepted but never used: referring to one
 // with ${input:...} is an error, since nobody is there to answer the prompt.
 //
+// The fields other clients' dialects add are accepted too. Honoured: "cwd"
+// (a stdio server's working directory, relative to the mcp.json's folder),
+// "envFile" (VS Code: a file of NAME=value lines added to a stdio server's
+// environment; "env" wins over it) and "timeout" (Cline: seconds a call to
+// the server may take). Accepted and ignored, with a note in
+// [Config.Ignored] for the caller to log: VS Code's "dev" (watch and debug
+// settings for a server under development) and Cline's "alwaysAllow" and
+// "autoApprove" (tools run without asking: switchboard never asks).
+//
 // Variables (${VAR}, ${VAR:-default}, ${env:VAR}, $$ for a literal $) are
 // expanded in "url", header values, "command", "args" and "env" values.
 //
@@ -30,29 +39,41 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchboard-run/switchboard/pool"
 )
 
 // Server is one MCP server from an mcp.json, with every ${VAR} expanded.
 type Server struct {
-	Name            string
-	Type            string // "http" or "stdio"
-	URL             string
-	Headers         map[string]string
-	Command         string
-	Args            []string
-	Env             map[string]string
+	Name    string
+	Type    string // "http" or "stdio"
+	URL     string
+	Headers map[string]string
+	Command string
+	Args    []string
+	Env     map[string]string
+	// Dir is a stdio server's working directory ("cwd"), absolute; empty:
+	// the caller's.
+	Dir             string
 	ProtocolVersion string
+	// Timeout bounds one call to the server ("timeout", in seconds); zero:
+	// the caller's own deadline only.
+	Timeout time.Duration
 }
 
 // Config is a loaded mcp.json.
 type Config struct {
 	Path    string
 	Servers []*Server // in file order
+	// Ignored says which fields of the file were accepted but mean nothing
+	// here, one sentence each, for the caller to log.
+	Ignored []string
 }
 
 // Load reads and parses the mcp.json at path, expanding variables from the
@@ -96,7 +117,7 @@ func (c *Config) Server(name string) (*Server, bool) {
 func (s *Server) Pool() *pool.Server {
 	return &pool.Server{
 		Name: s.Name, URL: s.URL, Headers: s.Headers,
-		Command: s.Command, Args: s.Args, Env: s.Env,
+		Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Dir,
 		ProtocolVersion: s.ProtocolVersion,
 	}
 }
@@ -119,10 +140,21 @@ const serverNameRule = "names must match ^[a-zA-Z0-9_-]{1,64}$ because they beco
 
 // Field names, in the order they are checked and listed in errors.
 var (
-	serverFields = []string{"type", "url", "headers", "command", "args", "env", "protocolVersion", "disabled"}
+	serverFields = []string{"type", "url", "headers", "command", "args", "env", "cwd", "envFile", "protocolVersion", "disabled", "timeout", "dev", "alwaysAllow", "autoApprove"}
 	httpFields   = []string{"url", "headers"}
-	stdioFields  = []string{"command", "args", "env"}
+	stdioFields  = []string{"command", "args", "env", "cwd", "envFile"}
 )
+
+// ignoredFields are other clients' fields that mean nothing to a runtime
+// with no approval prompt and no debugger, and why.
+var ignoredFields = map[string]string{
+	"dev":         "VS Code's development settings (watch, debug) are for an editor",
+	"alwaysAllow": "switchboard never asks before running a tool",
+	"autoApprove": "switchboard never asks before running a tool",
+}
+
+// maxTimeout bounds "timeout": a day is past any call worth waiting for.
+const maxTimeout = 24 * time.Hour
 
 // reservedHeaders are set by the transport itself: a fixed session id or
 // protocol version in the config would break every reconnect.
@@ -136,8 +168,9 @@ var hints = map[string]string{
 }
 
 type parser struct {
-	file   string
-	lookup func(string) (string, bool)
+	file    string
+	lookup  func(string) (string, bool)
+	ignored []string
 }
 
 func (p *parser) fail(server, field, value, format string, args ...any) error {
@@ -187,6 +220,7 @@ func (p *parser) parse(data []byte) (*Config, error) {
 	}
 
 	cfg := &Config{Path: p.file}
+	defer func() { cfg.Ignored = p.ignored }()
 	if section.Key == "" {
 		return cfg, nil
 	}
@@ -264,13 +298,22 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 		headers  []kv
 		env      []kv
 		disabled bool
+		timeout  time.Duration
 	)
 	for _, m := range ms {
 		has[m.Key] = true
 		var err error
 		switch m.Key {
-		case "type", "url", "command", "protocolVersion":
+		case "type", "url", "command", "protocolVersion", "cwd", "envFile":
 			str[m.Key], err = sp.str(m.Key, m.Raw)
+		case "timeout":
+			timeout, err = sp.timeout(m.Raw)
+		case "alwaysAllow", "autoApprove":
+			_, err = sp.strs(m)
+		case "dev":
+			if k := strictjson.Kind(m.Raw); k != "object" {
+				err = sp.fail(m.Key, string(m.Raw), "want an object, got %s", k)
+			}
 		case "args":
 			args, err = sp.strs(m)
 		case "headers":
@@ -294,6 +337,11 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 	if disabled {
 		return nil, nil
 	}
+	for _, m := range ms {
+		if why, ok := ignoredFields[m.Key]; ok {
+			sp.ignored = append(sp.ignored, fmt.Sprintf("%s: server %q: field %q is ignored: %s", sp.file, sp.name, m.Key, why))
+		}
+	}
 
 	// Then the transport, and fields that do not belong to it.
 	typ, why, err := sp.transport(has, str["type"])
@@ -314,7 +362,7 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 	}
 
 	// Then the values.
-	s := &Server{Name: sp.name, Type: typ}
+	s := &Server{Name: sp.name, Type: typ, Timeout: timeout}
 	if v, ok := str["protocolVersion"]; ok {
 		if !slices.Contains(protocolVersions, v) {
 			return nil, sp.fail("protocolVersion", v, "unsupported protocol version %q; want one of %q", v, protocolVersions)
@@ -341,8 +389,102 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 		}
 		s.Args = append(s.Args, v)
 	}
+	if v, ok := str["cwd"]; ok {
+		if s.Dir, err = sp.dir(v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := str["envFile"]; ok {
+		fromFile, err := sp.envFile(v)
+		if err != nil {
+			return nil, err
+		}
+		// "env" wins over the file: it is the more specific of the two.
+		env = append(fromFile, env...)
+	}
 	s.Env, err = sp.env(env)
 	return s, err
+}
+
+// timeout reads "timeout": seconds, a positive number up to maxTimeout.
+func (sp *serverParser) timeout(raw json.RawMessage) (time.Duration, error) {
+	var secs float64
+	if strictjson.Kind(raw) != "number" || json.Unmarshal(raw, &secs) != nil {
+		return 0, sp.fail("timeout", string(raw), "want a number of seconds, got %s", strictjson.Kind(raw))
+	}
+	d := time.Duration(secs * float64(time.Second))
+	if secs <= 0 || d > maxTimeout {
+		return 0, sp.fail("timeout", string(raw), "want seconds between 0 and %d, got %v", int(maxTimeout.Seconds()), secs)
+	}
+	return d, nil
+}
+
+// base is the folder relative paths in the file are taken from: the
+// mcp.json's own.
+func (sp *serverParser) base() string { return filepath.Dir(sp.file) }
+
+// dir reads "cwd": an existing directory, relative to the mcp.json.
+func (sp *serverParser) dir(raw string) (string, error) {
+	v, err := sp.expand("cwd", raw)
+	if err != nil {
+		return "", err
+	}
+	if v == "" {
+		return "", sp.fail("cwd", raw, "cwd is empty")
+	}
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(sp.base(), v)
+	}
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return "", &ConfigError{File: sp.file, Server: sp.name, Field: "cwd", Value: raw, Msg: "invalid directory", Err: err}
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case err != nil:
+		return "", &ConfigError{File: sp.file, Server: sp.name, Field: "cwd", Value: raw, Msg: fmt.Sprintf("directory %s", abs), Err: errors.Unwrap(err)}
+	case !fi.IsDir():
+		return "", sp.fail("cwd", raw, "%s is not a directory", abs)
+	}
+	return abs, nil
+}
+
+// envFile reads "envFile": NAME=value lines (blank lines and # comments
+// skipped, "export " and one pair of surrounding quotes dropped), relative
+// to the mcp.json. The values are taken as written: they are not expanded.
+func (sp *serverParser) envFile(raw string) ([]kv, error) {
+	path, err := sp.expand("envFile", raw)
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(sp.base(), path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{File: sp.file, Server: sp.name, Field: "envFile", Value: raw, Msg: "cannot read " + path, Err: errors.Unwrap(err)}
+	}
+	var out []kv
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			// The line may hold a secret: name its number, not its text.
+			return nil, sp.fail("envFile", raw, "%s:%d: want NAME=value", path, i+1)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		// "$$" keeps a literal "$" through env's expansion.
+		out = append(out, kv{k, strings.ReplaceAll(v, "$", "$$")})
+	}
+	return out, nil
 }
 
 // transport decides the server's Type from its explicit "type" or, without
@@ -447,6 +589,11 @@ func (sp *serverParser) url(raw string) (string, error) {
 		return "", sp.fail("url", raw, "URL %q must start with http:// or https://", u.Redacted())
 	case u.Host == "":
 		return "", sp.fail("url", raw, "URL %q has no host", u.Redacted())
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", sp.fail("url", raw, "URL %q: port %s is out of range (1-65535)", u.Redacted(), port)
+		}
 	}
 	return v, nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 )
@@ -190,12 +191,31 @@ func TestParseErrors(t *testing.T) {
 		// Server fields.
 		{"server not an object", `{"mcpServers": {"a": "http://a"}}`,
 			p + `server "a": want an object, got string`},
-		{"unknown server field", server(`"command": "x", "cwd": "/tmp"`),
-			p + `server "a": field "cwd": unknown field; known fields are type, url, headers, command, args, env, protocolVersion, disabled`},
+		{"unknown server field", server(`"command": "x", "workdir": "/tmp"`),
+			p + `server "a": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove`},
+		// Other dialects' fields: accepted with their types checked.
+		{"cwd on an http server", server(`"url": "http://a", "cwd": "/tmp"`),
+			p + `server "a": field "cwd": not allowed on a Streamable HTTP server (it has "url")`},
+		{"cwd missing", server(`"command": "x", "cwd": "/nonexistent-dir-for-test"`),
+			p + `server "a": field "cwd": directory /nonexistent-dir-for-test: no such file or directory`},
+		{"envFile missing", server(`"command": "x", "envFile": "/nonexistent.env"`),
+			p + `server "a": field "envFile": cannot read /nonexistent.env: no such file or directory`},
+		{"timeout not a number", server(`"url": "http://a", "timeout": "60"`),
+			p + `server "a": field "timeout": want a number of seconds, got string`},
+		{"timeout zero", server(`"url": "http://a", "timeout": 0`),
+			p + `server "a": field "timeout": want seconds between 0 and 86400, got 0`},
+		{"alwaysAllow not strings", server(`"url": "http://a", "alwaysAllow": [1]`),
+			p + `server "a": field "alwaysAllow[0]": want a string, got number`},
+		{"dev not an object", server(`"command": "x", "dev": true`),
+			p + `server "a": field "dev": want an object, got boolean`},
+		{"port out of range", server(`"url": "http://127.0.0.1:99999/mcp"`),
+			p + `server "a": field "url": URL "http://127.0.0.1:99999/mcp": port 99999 is out of range (1-65535)`},
+		{"port zero", server(`"url": "http://127.0.0.1:0/mcp"`),
+			p + `server "a": field "url": URL "http://127.0.0.1:0/mcp": port 0 is out of range (1-65535)`},
 		{"misspelled server field", server(`"URL": "http://a"`),
-			p + `server "a": field "URL": unknown field; known fields are type, url, headers, command, args, env, protocolVersion, disabled; did you mean "url"?`},
+			p + `server "a": field "URL": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove; did you mean "url"?`},
 		{"Windsurf serverUrl", server(`"serverUrl": "http://a"`),
-			p + `server "a": field "serverUrl": unknown field; known fields are type, url, headers, command, args, env, protocolVersion, disabled; did you mean "url"?`},
+			p + `server "a": field "serverUrl": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove; did you mean "url"?`},
 		{"duplicate server field", server(`"url": "http://a", "url": "http://b"`),
 			p + `server "a": field "url": duplicate field`},
 		{"url not a string", server(`"url": 8080`),
@@ -360,5 +380,50 @@ func TestServerPool(t *testing.T) {
 	p := s.Pool()
 	if p.Name != s.Name || p.URL != s.URL || p.Headers["A"] != "b" || p.ProtocolVersion != s.ProtocolVersion {
 		t.Errorf("Pool() = %+v, want the fields of %+v", p, s)
+	}
+}
+
+// TestOtherDialectsFields: VS Code's cwd, envFile, inputs and dev, and
+// Cline's disabled, timeout and alwaysAllow/autoApprove are accepted; cwd,
+// envFile and timeout are honoured, and the ignored ones are named.
+func TestOtherDialectsFields(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "srv"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("# a comment\nexport API_KEY=\"k$1\"\nMODE=file\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "mcp.json")
+	cfg, err := mcpconfig.Parse(path, []byte(`{
+  "inputs": [{"type": "promptString", "id": "key"}],
+  "servers": {
+    "local": {"type": "stdio", "command": "node", "args": ["index.js"], "cwd": "srv", "envFile": ".env",
+              "env": {"MODE": "env"}, "dev": {"watch": "src/**/*.ts"}},
+    "remote": {"url": "http://127.0.0.1:8080/mcp", "timeout": 90, "alwaysAllow": ["read"], "autoApprove": []},
+    "off": {"command": "nope", "disabled": true, "cwd": "does-not-matter"}
+  }
+}`), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*mcpconfig.Server{
+		{Name: "local", Type: "stdio", Command: "node", Args: []string{"index.js"}, Dir: filepath.Join(dir, "srv"),
+			Env: map[string]string{"API_KEY": "k$1", "MODE": "env"}},
+		{Name: "remote", Type: "http", URL: "http://127.0.0.1:8080/mcp", Timeout: 90 * time.Second},
+	}
+	if !reflect.DeepEqual(cfg.Servers, want) {
+		t.Errorf("servers\n got %+v\nwant %+v", cfg.Servers, want)
+	}
+	wantIgnored := []string{
+		path + `: server "local": field "dev" is ignored: VS Code's development settings (watch, debug) are for an editor`,
+		path + `: server "remote": field "alwaysAllow" is ignored: switchboard never asks before running a tool`,
+		path + `: server "remote": field "autoApprove" is ignored: switchboard never asks before running a tool`,
+	}
+	if !reflect.DeepEqual(cfg.Ignored, wantIgnored) {
+		t.Errorf("ignored\n got %q\nwant %q", cfg.Ignored, wantIgnored)
+	}
+	if got := cfg.Servers[0].Pool().Dir; got != filepath.Join(dir, "srv") {
+		t.Errorf("Pool().Dir = %q", got)
 	}
 }

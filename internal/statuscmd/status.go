@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
@@ -43,13 +43,15 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	url := fs.String("studio", "", "the studio's URL (default $"+studio.EnvStudioURL+", else http://"+studio.DefaultListen+")")
 	asJSON := fs.Bool("json", false, "print one JSON object: the overview and the per-agent call summary")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: switchboard status [--studio URL] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations.\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: switchboard status [--studio URL] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations.\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
 		fs.PrintDefaults()
 	}
+	if cli.HelpRequested(args) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -260,12 +262,15 @@ func (st *Status) print(w io.Writer) {
 		if a.ToolsError != "" {
 			tools = "(" + a.ToolsError + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, a.State, a.Restarts, c.Calls, c.Errors, ms(c.P50MS), ms(c.P95MS), tools)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, stateText(a), a.Restarts, c.Calls, c.Errors, ms(c.P50MS), ms(c.P95MS), tools)
 	}
 	tw.Flush()
 	for _, a := range st.Agents {
-		if a.LastError != "" {
-			fmt.Fprintf(w, "  %s last exited: %s\n", a.Name, a.LastError)
+		switch {
+		case a.LastError != "" && a.LastErrorAt != nil:
+			fmt.Fprintf(w, "  %s exited at %s: %s\n", a.Name, a.LastErrorAt.Local().Format(time.TimeOnly), a.LastError)
+		case a.LastError != "":
+			fmt.Fprintf(w, "  %s exited: %s\n", a.Name, a.LastError)
 		}
 	}
 
@@ -300,6 +305,20 @@ func (st *Status) print(w io.Writer) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// stateText is an agent's state with what a person waiting on it wants to
+// know: when a restarting agent tries again, after how many failures one
+// was given up.
+func stateText(a studio.AgentInfo) string {
+	switch {
+	case a.State == studio.StateRestarting && a.RetryAt != nil:
+		left := max(time.Until(*a.RetryAt), 0).Round(100 * time.Millisecond)
+		return fmt.Sprintf("restarting (retry in %v, failure %d of %d)", left, a.ConsecutiveFailures, studio.GiveUpAfter)
+	case a.State == studio.StateGivenUp:
+		return fmt.Sprintf("given_up (after %d failures in a row)", a.ConsecutiveFailures)
+	}
+	return string(a.State)
 }
 
 // ms renders a latency in milliseconds; zero (no observations) is "-".

@@ -40,7 +40,7 @@ func fakeStudio(t *testing.T, token string) *httptest.Server {
 		URL: "http://studio.test",
 		Agents: []studio.AgentInfo{
 			{Name: "abacus", State: studio.StateRunning, Tools: []string{"calculate", "date_math"}},
-			{Name: "oracle", State: studio.StateRestarting, Restarts: 2, Tools: []string{}, LastError: "exited: exit status 1"},
+			{Name: "oracle", State: studio.StateRestarting, Restarts: 2, Tools: []string{}, LastError: "exited: exit status 1", LastErrorAt: &start, ConsecutiveFailures: 2},
 		},
 		Pools: []studio.PoolInfo{{Process: "studio", Open: 2, Idle: 2, Dials: 2}, {Process: "oracle", Open: 1, InUse: 1, Dials: 3, Reinitializations: 1, Retries: 1, Invalidations: 1}},
 		Delegations: []studio.Delegation{
@@ -79,7 +79,7 @@ func TestStatus(t *testing.T) {
 		"studio http://studio.test: 2 agents, 1 running",
 		"abacus  running     0         10     2       5.5ms  9.5ms  calculate, date_math",
 		"oracle  restarting  2         1      0       -      -",
-		"oracle last exited: exited: exit status 1",
+		"oracle exited at " + time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Local().Format(time.TimeOnly) + ": exited: exit status 1",
 		"oracle  1     1       0     3      1        1        1",
 		"oracle → abacus.calculate  ok       1.5ms  recovered: retried on a new session",
 		"client → oracle.ask        running  …",

@@ -58,7 +58,7 @@ func newLogTails(scrub *logging.Scrubber) *logTails {
 // add keeps a line the supervisor relays; prefix is "<name padded> | ".
 func (t *logTails) add(prefix, line string) {
 	name := strings.TrimSpace(strings.TrimSuffix(prefix, " | "))
-	l := LogLine{Time: time.Now(), Line: truncate(t.scrub.String(line), maxLogLine)}
+	l := LogLine{Time: time.Now(), Line: elide(t.scrub.String(line), maxLogLine)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ls := t.lines[name]
@@ -224,7 +224,7 @@ func (s *Studio) serveAgentAction(w http.ResponseWriter, r *http.Request, name, 
 	if reason == "" {
 		reason = "asked from the studio page"
 	}
-	reason = truncate(reason, 200)
+	reason = elide(reason, 200)
 	var err error
 	switch action {
 	case "restart":

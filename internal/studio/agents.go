@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/pool"
@@ -23,9 +24,21 @@ type AgentInfo struct {
 	// running; ToolsError says why they could not be.
 	Tools      []string `json:"tools"`
 	ToolsError string   `json:"tools_error,omitempty"`
-	// LastError says why the agent last exited.
-	LastError string `json:"last_error,omitempty"`
+	// LastError says why the agent last exited, and LastErrorAt when,
+	// while it is not running; once it runs again both are empty and
+	// LastExit keeps the reason, as history.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	LastExit    string     `json:"last_exit,omitempty"`
+	// RetryAt is when a restarting agent's next start begins;
+	// ConsecutiveFailures counts its failed runs in a row (it is given up
+	// after GiveUpAfter).
+	RetryAt             *time.Time `json:"retry_at,omitempty"`
+	ConsecutiveFailures int        `json:"consecutive_failures,omitempty"`
 }
+
+// GiveUpAfter is how many failed runs in a row give an agent up.
+const GiveUpAfter = giveUpAfter
 
 // Agents returns every agent's state, sorted by name, without tools: it
 // does no I/O.
@@ -52,7 +65,20 @@ func (s *Studio) agentInfos() ([]AgentInfo, []agentStatus) {
 			URL:         s.AgentURL(name),
 			Tools:       []string{},
 			LastError:   st.lastErr,
+			LastExit:    st.lastExit,
 		})
+		info := &out[len(out)-1]
+		if st.lastErr != "" && !st.lastErrAt.IsZero() {
+			at := st.lastErrAt
+			info.LastErrorAt = &at
+		}
+		if st.state == StateRestarting && !st.nextStart.IsZero() {
+			at := st.nextStart
+			info.RetryAt = &at
+		}
+		if st.state != StateRunning {
+			info.ConsecutiveFailures = st.failures
+		}
 	}
 	return out, sts
 }

@@ -268,7 +268,17 @@ func (b *browser) screenshot() []byte {
 	var r struct {
 		Data string `json:"data"`
 	}
-	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": false}, &r)
+	// The whole page (up to a bound), from the top, without the flash of
+	// rows that just arrived.
+	b.eval(`window.scrollTo(0, 0); document.querySelectorAll("tr.new").forEach(tr => tr.classList.remove("new"))`, nil)
+	var m struct {
+		Size struct {
+			Width, Height float64
+		} `json:"cssContentSize"`
+	}
+	b.call(b.session, "Page.getLayoutMetrics", nil, &m)
+	clip := map[string]any{"x": 0, "y": 0, "width": m.Size.Width, "height": min(m.Size.Height, 2400), "scale": 1}
+	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true, "clip": clip}, &r)
 	png, err := base64.StdEncoding.DecodeString(r.Data)
 	if err != nil {
 		b.t.Fatal(err)

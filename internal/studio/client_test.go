@@ -96,7 +96,11 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 	if err := killPID(before.PID); err != nil {
 		t.Fatal(err)
 	}
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning && a.PID != before.PID })
+	after := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning && a.PID != before.PID })
+	// Running again: the exit is history, not a current error.
+	if after.LastError != "" || after.LastErrorAt != nil || after.LastExit == "" {
+		t.Errorf("after the restart: last_error %q at %v, last_exit %q; want only last_exit", after.LastError, after.LastErrorAt, after.LastExit)
+	}
 
 	calc(2, "2+2", "4")
 	stats := ask(`{"id":3,"method":"pool/stats"}`)

@@ -32,10 +32,16 @@ type console struct {
 	logs   *logTails
 }
 
-func newConsole(o Options, deleg *delegationLog) console {
+// newConsole makes the console's records; what they keep is scrubbed of
+// the credentials in the environment, the token and the agents' keys (by
+// agent name).
+func newConsole(o Options, deleg *delegationLog, agentKeys map[string]string) console {
 	secrets := logging.SecretsFromEnv(append(os.Environ(), o.Env...))
 	if o.Token != "" {
 		secrets = append(secrets, o.Token)
+	}
+	for _, k := range agentKeys {
+		secrets = append(secrets, k)
 	}
 	scrub := logging.NewScrubber(secrets)
 	return console{scrub: scrub, calls: newCallLog(scrub, deleg), logs: newLogTails(scrub)}

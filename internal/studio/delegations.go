@@ -81,8 +81,8 @@ const (
 type delegationLog struct {
 	mu      sync.Mutex // protects following fields
 	ring    []*Delegation
-	next    int   // ring index of the next write
-	lastID  int64 // last assigned id
+	next    int                       // ring index of the next write
+	lastID  int64                     // last assigned id
 	pending map[[32]byte]pendingRetry // by the digest of the retry key: bounded keys
 }
 

@@ -9,9 +9,23 @@ import (
 	"os"
 	"time"
 
+	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
+
+const upUsage = `usage: switchboard up [flags]
+
+Run the studio: every agent under --dir/agents as a child process (its own
+` + "`agent serve`" + `), supervised and restarted with backoff, behind one proxy at
+/api/agents/NAME/mcp, with the page at / and /metrics. Prints
+"switchboard studio listening on URL" once the agents have had their first
+chance to start; SIGINT or SIGTERM stops the agents and the studio.
+$SWITCHBOARD_TOKEN, when set, is the bearer token every /api/ request must
+carry (required to listen beyond loopback).
+
+flags:
+`
 
 // Main runs the command with args (after its own name) and returns the exit
 // code.
@@ -21,11 +35,21 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	dir := fs.String("dir", ".", "project directory holding agents/")
 	listen := fs.String("listen", DefaultListen, "address to listen on; beyond loopback requires "+EnvToken)
 	logFormat := fs.String("log-format", "text", "log format on stderr (the studio's and the agents'): "+logging.Formats)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), upUsage)
+		fs.PrintDefaults()
+	}
+	if cli.HelpRequested(args) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: switchboard up [--dir .] [--listen 127.0.0.1:54321] [--log-format text|json]")
+		fmt.Fprintf(stderr, "switchboard up: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
 		return 2
 	}
 	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)

@@ -120,7 +120,7 @@ var (
 	descAgentState    = prometheus.NewDesc(MetricAgentState, "1 for the agent's current state (starting, running, restarting, failed, stopped), 0 for the others.", []string{"agent", "state"}, nil)
 	descAgentRestarts = prometheus.NewDesc(MetricAgentRestarts, "Times the agent's process exited and was started again.", []string{"agent"}, nil)
 	descProxySessions = prometheus.NewDesc(MetricProxySessions, "MCP sessions the proxy has bound to a credential for the agent.", []string{"agent"}, nil)
-	allStates         = []State{StateStarting, StateRunning, StateRestarting, StateFailed, StateStopped}
+	allStates         = []State{StateStarting, StateRunning, StateRestarting, StateGivenUp, StateStopped}
 )
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -124,6 +124,9 @@ type runPage struct {
 	Run
 	Rows  []waterfallRow
 	Ticks []tick
+	// Prev and Next are the ?from= of the neighbouring pages of hops, -1
+	// when there is none.
+	Prev, Next int
 }
 
 // waterfallRow is one hop's bar: x and widths in the SVG's 0..1000 units.
@@ -150,10 +153,6 @@ type agentPage struct {
 	Runs RunList
 }
 
-// testHookPage runs before a page or its live part is rendered; the
-// browser tests hold a page's update in it.
-var testHookPage = func(path string, fragment bool) {}
-
 func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
@@ -162,7 +161,6 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.EscapedPath()
 	fragment := r.URL.Query().Get("fragment") == "1"
-	testHookPage(path, fragment)
 	var name string
 	var data any
 	var etag string
@@ -191,7 +189,12 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 		if notModified(w, r, etag) {
 			return
 		}
-		run, ok := s.calls.Run(id)
+		from, err := hopsFrom(r)
+		if err != nil {
+			mcphttp.WriteJSONError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		run, ok := s.calls.RunFrom(id, from)
 		if !validName(id) || !ok {
 			s.pageNotFound(w, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, maxCalls))
 			return
@@ -277,7 +280,13 @@ func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
 }
 
 func newRunPage(url string, run Run) runPage {
-	p := runPage{URL: url, Time: time.Now(), Run: run}
+	p := runPage{URL: url, Time: time.Now(), Run: run, Prev: -1, Next: -1}
+	if run.HopsFrom > 0 {
+		p.Prev = max(run.HopsFrom-maxRunHops, 0)
+	}
+	if n := run.HopsFrom + len(run.Hops); n < run.HopsTotal {
+		p.Next = n
+	}
 	total := run.DurationMS
 	for _, h := range run.Hops {
 		total = max(total, h.OffsetMS+h.DurationMS)
@@ -287,7 +296,7 @@ func newRunPage(url string, run Run) runPage {
 	}
 	scale := 1000 / total
 	for i, h := range run.Hops {
-		row := waterfallRow{Hop: h, N: i + 1, Indent: min(h.Depth, 6)}
+		row := waterfallRow{Hop: h, N: run.HopsFrom + i + 1, Indent: min(h.Depth, 6)}
 		row.X = h.OffsetMS * scale
 		d := h.DurationMS
 		if h.Outcome == OutcomeRunning {
@@ -318,11 +327,7 @@ func newRunPage(url string, run Run) runPage {
 	return p
 }
 
-// testHookOverview runs before /api/overview answers.
-var testHookOverview = func() {}
-
 func (s *Studio) serveOverview(w http.ResponseWriter, r *http.Request) {
-	testHookOverview()
 	mcphttp.WriteJSON(w, http.StatusOK, s.Overview(r.Context()))
 }
 

@@ -83,7 +83,7 @@ func tail(s string, n int) string {
 //     from the form its schema made; the result shows, and the call appears
 //     live in the agent's calls;
 //   - abacus is restarted from its page; the restart shows in its history
-//     and the agent runs again;
+//     and the agent runs again; it is stopped and started again;
 //   - the run list is narrowed by the filter.
 //
 // With SWITCHBOARD_UPDATE_SCREENSHOTS set, the fleet, run and agent pages
@@ -178,13 +178,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := b.text(`details.tool[data-tool="calculate"] .tool-result`); strings.Contains(got, "error") {
 		t.Errorf("result %q", got)
 	}
-	b.waitFor(fmt.Sprintf(`document.querySelector("#delegations tbody").innerText.split("calculate").length - 1 > %d && document.querySelector("#delegations tbody tr.new") !== null`, callsBefore), "the page's call among the agent's calls, live")
+	b.waitFor(fmt.Sprintf(`document.querySelector("#delegations tbody").innerText.split("calculate").length - 1 > %d`, callsBefore), "the page's call among the agent's calls, live")
 	b.waitFor(`document.querySelector("#charts svg.chart")`, "the charts")
 	b.eval(`window.__notReloaded === true`, &live)
 	if !live {
 		t.Fatal("the agent page reloaded; the call should have appeared live")
 	}
-	shots["studio-agent.png"] = b.screenshot()
 
 	// Restart abacus from its page.
 	pid := s.agents["abacus"].proc.status().pid
@@ -194,6 +193,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	if now := s.agents["abacus"].proc.status().pid; now == pid || now == 0 {
 		t.Errorf("pid %d before the restart, %d after", pid, now)
 	}
+	// Stop it, and start it again: each button is there when it can act.
+	b.waitFor(`document.querySelector("#start").disabled && !document.querySelector("#stop").disabled`, "stop enabled, start not, while running")
+	b.click(`#stop`)
+	b.waitFor(`document.querySelector("#agent-state").innerText === "stopped" && !document.querySelector("#start").disabled && document.querySelector("#restart").disabled`, "abacus stopped, start enabled")
+	b.click(`#start`)
+	b.waitFor(`document.querySelector("#agent-state").innerText === "running" && [...document.querySelectorAll("#history tbody tr")].map(tr => tr.className).join(",") === "event-started,event-stopped,event-restarted"`, "abacus running again, the history saying how")
+	shots["studio-agent.png"] = b.screenshot()
 
 	// Narrow the run list: two runs (the ask, the page's call), one with 17.
 	b.navigate(s.URL() + "/")

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
@@ -79,7 +81,7 @@ func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
 		},
 		FlushInterval: -1,
 		Transport:     o.Transport,
-		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorLog:      log.New(proxyErrorLog{logger}, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			_, name := target(r)
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
@@ -107,6 +109,23 @@ func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
 		mo = o.Middleware
 	}
 	return mcphttp.New(methods, mo)
+}
+
+// proxyErrorLog receives ReverseProxy's own log lines. The one it writes
+// every time an agent dies mid-response ("httputil: ReverseProxy read error
+// during body copy: unexpected EOF") is an event the studio reports in its
+// own words (the agent's exit, the call's outcome), so it goes to debug;
+// anything else stays a warning.
+type proxyErrorLog struct{ logger *slog.Logger }
+
+func (l proxyErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "read error during body copy") {
+		l.logger.Debug("proxy: an agent's response ended early", "detail", msg)
+	} else {
+		l.logger.Warn("proxy: " + strings.TrimPrefix(msg, "httputil: "))
+	}
+	return len(p), nil
 }
 
 // codeServerError is JSON-RPC's implementation-defined server error.

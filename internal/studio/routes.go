@@ -27,6 +27,8 @@ import (
 //	GET  /api/overview            what the page shows: agents, pools, recent delegations
 //	GET  /api/delegations         the most recent tools/calls through the proxy
 //	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
+//	     /runs/..., /agents/<name>, /api/runs..., /api/agents/<name>[/action]
+//	                              the console's pages and API (console.go)
 //
 // Everything but /healthz passes the same gate: Host and Origin (DNS
 // rebinding), then the bearer token when the studio has one. The page is
@@ -171,7 +173,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 // wait: until its next start, or a second while it is starting.
 func writeDown(w http.ResponseWriter, name string, st agentStatus) {
 	retry := time.Second
-	if d := time.Until(st.nextStart); (st.state == StateRestarting || st.state == StateFailed) && d > retry {
+	if d := time.Until(st.nextStart); st.state == StateRestarting && d > retry {
 		retry = d
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
@@ -32,8 +33,13 @@ import (
 // past which the oldest calls keep their facts but lose their payloads.
 // Arguments, results and answers are redacted by the rules of the log lines
 // (logging.Scrubber) before they are stored, so nothing secret is kept.
+// That costs the call's caller the time to parse them once more (tens of
+// microseconds for a few kilobytes), so above maxScrubbed they are not kept.
 
 const (
+	// maxScrubbed: larger arguments or results are not parsed for
+	// redaction (it would cost the call's caller time), so not kept.
+	maxScrubbed   = 256 << 10
 	maxCalls      = 10000
 	maxPayload    = 8 << 10
 	maxAnswer     = 32 << 10
@@ -69,31 +75,62 @@ type runGroup struct {
 	id    string
 	keys  []string
 	calls []*callRecord // by id (start order)
+	gone  bool          // merged into another or emptied: not in the list
 }
 
 type callLog struct {
 	scrub  *logging.Scrubber
 	deleg  *delegationLog
-	notify func() // called after every change, outside the lock
+	budget int // payloadBudget
 
-	mu      sync.Mutex // protects following fields
-	ring    []*callRecord
-	next    int
-	runs    map[string]*runGroup // by "r:"+run id, "t:"+trace id, "c:"+call id
-	runSeq  int64
-	version int64 // bumped on every change, for pollers
-	payload int   // bytes of payload held
+	mu   sync.Mutex // protects following fields
+	ring []*callRecord
+	next int
+	runs map[string]*runGroup // by "r:"+run id, "t:"+trace id, "c:"+call id
+	// openRoots are clients' asks that run and whose run is not known
+	// yet, with the agent asked (see adoptLocked).
+	openRoots map[*callRecord]string
+	runSeq    int64
+	version   int64 // bumped on every change, for pollers
+	payload   int   // bytes of payload held
+	// trimmedPrefix: this many calls from the oldest have lost their
+	// payloads (trimLocked).
+	trimmedPrefix int
+	count         int         // calls in the ring
+	order         []*runGroup // every run, oldest first (some gone)
+	gone          int         // gone runs in order
 }
 
 func newCallLog(scrub *logging.Scrubber, deleg *delegationLog) *callLog {
-	return &callLog{scrub: scrub, deleg: deleg, notify: func() {}, ring: make([]*callRecord, maxCalls), runs: make(map[string]*runGroup)}
+	return newCallLogSized(scrub, deleg, maxCalls, payloadBudget)
+}
+
+// newCallLogSized is newCallLog with other bounds, for tests.
+func newCallLogSized(scrub *logging.Scrubber, deleg *delegationLog, calls, budget int) *callLog {
+	return &callLog{scrub: scrub, deleg: deleg, budget: budget, ring: make([]*callRecord, calls), runs: make(map[string]*runGroup), openRoots: make(map[*callRecord]string)}
+}
+
+// elide cuts s to at most n bytes on a rune boundary, saying how much was
+// cut: what the page shows of a payload says that it is not all of it.
+func elide(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… [%d bytes more not kept]", len(s)-cut)
 }
 
 func (l *callLog) bounded(raw []byte, n int) string {
 	if len(raw) == 0 {
 		return ""
 	}
-	return truncate(string(l.scrub.JSON(raw)), n)
+	if len(raw) > maxScrubbed {
+		return fmt.Sprintf("[%d bytes: too large to keep]", len(raw))
+	}
+	return elide(string(l.scrub.JSON(raw)), n)
 }
 
 // start records a call as it begins; d is its delegation-log entry.
@@ -105,22 +142,32 @@ func (l *callLog) start(d *Delegation, o *observation) *callRecord {
 		}
 		if json.Unmarshal(o.args, &in) == nil {
 			c.asked = true
-			c.task = truncate(l.scrub.String(in.Task), maxAnswer)
+			c.task = elide(l.scrub.String(in.Task), maxAnswer)
 		}
 	}
 	c.payload = len(c.args) + len(c.task)
 	l.mu.Lock()
 	if old := l.ring[l.next]; old != nil {
 		l.evictLocked(old)
+		if l.trimmedPrefix > 0 {
+			l.trimmedPrefix-- // the oldest left
+		}
+	} else {
+		l.count++
 	}
 	l.ring[l.next] = c
 	l.next = (l.next + 1) % len(l.ring)
 	l.payload += c.payload
+	if c.run == nil {
+		l.adoptLocked(c, o)
+	}
 	l.joinLocked(c, o.runID, o.traceID())
+	if c.asked && o.from == "" && o.runID == "" && o.traceID() == "" {
+		l.openRoots[c] = o.agent
+	}
 	l.trimLocked()
 	l.version++
 	l.mu.Unlock()
-	l.notify()
 	return c
 }
 
@@ -129,7 +176,10 @@ func (l *callLog) start(d *Delegation, o *observation) *callRecord {
 func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
 	var text, answer string
 	steps := 0
-	if len(result) > 0 {
+	if len(result) > maxScrubbed {
+		text = fmt.Sprintf("[a result of %d bytes: too large to keep]", len(result))
+		answer = text
+	} else if len(result) > 0 {
 		var res struct {
 			Content []struct {
 				Type string `json:"type"`
@@ -158,14 +208,18 @@ func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
 			}
 		}
 	}
+	// Redact before the lock: it is the slow part.
+	keptResult := l.bounded(result, maxPayload)
+	keptText := elide(l.scrub.String(text), maxPayload)
+	keptAnswer := elide(l.scrub.String(answer), maxAnswer)
 	l.mu.Lock()
 	c.done = true
+	delete(l.openRoots, c)
 	c.held, c.replayed = o.held, o.replayed
 	if !c.trimmed {
-		c.result = l.bounded(result, maxPayload)
-		c.text = truncate(l.scrub.String(text), maxPayload)
+		c.result, c.text = keptResult, keptText
 		if c.asked {
-			c.answer = truncate(l.scrub.String(answer), maxAnswer)
+			c.answer = keptAnswer
 			c.steps = steps
 		}
 		l.payload -= c.payload
@@ -178,7 +232,32 @@ func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
 	l.trimLocked()
 	l.version++
 	l.mu.Unlock()
-	l.notify()
+}
+
+// adoptLocked puts a first delegation of a run (depth 1: the agent it
+// comes from was called from outside the fleet) into the client's ask
+// that set it off, while that ask runs and before its answer names the
+// run, when there is exactly one such ask to that agent: without tracing,
+// nothing else links them until the ask ends. With two or more, it waits
+// for the answers to tell.
+func (l *callLog) adoptLocked(c *callRecord, o *observation) {
+	if o.depth != 1 || o.from == "" || o.runID == "" || l.runs["r:"+o.runID] != nil {
+		return
+	}
+	var root *callRecord
+	for r, agent := range l.openRoots {
+		if agent != o.from {
+			continue
+		}
+		if root != nil {
+			return
+		}
+		root = r
+	}
+	if root != nil && root.run != nil {
+		c.run = root.run
+		c.run.calls = append(c.run.calls, c)
+	}
 }
 
 // joinLocked puts c in the run its ids name, merging runs that turn out to
@@ -201,6 +280,7 @@ func (l *callLog) joinLocked(c *callRecord, runID, traceID string) {
 	if g == nil {
 		l.runSeq++
 		g = &runGroup{seq: l.runSeq}
+		l.order = append(l.order, g)
 		switch {
 		case runID != "":
 			g.id = runID
@@ -242,14 +322,30 @@ func (l *callLog) mergeLocked(g, other *runGroup) {
 		l.runs[k] = g
 	}
 	g.keys = append(g.keys, other.keys...)
-	g.seq = min(g.seq, other.seq)
+	// g keeps its place in the list (and its seq, which paging goes by).
+	l.dropLocked(other)
 	if strings.HasPrefix(g.id, "call-") && !strings.HasPrefix(other.id, "call-") {
 		g.id = other.id
 	}
 }
 
+// dropLocked takes g out of the run list; the list is compacted once half
+// of it is gone.
+func (l *callLog) dropLocked(g *runGroup) {
+	if g.gone {
+		return
+	}
+	g.gone = true
+	l.gone++
+	if l.gone > len(l.order)/2 {
+		l.order = slices.DeleteFunc(l.order, func(g *runGroup) bool { return g.gone })
+		l.gone = 0
+	}
+}
+
 func (l *callLog) evictLocked(c *callRecord) {
 	l.payload -= c.payload
+	delete(l.openRoots, c)
 	g := c.run
 	if g == nil {
 		return
@@ -263,21 +359,28 @@ func (l *callLog) evictLocked(c *callRecord) {
 				delete(l.runs, k)
 			}
 		}
+		l.dropLocked(g)
 	}
 }
 
 // trimLocked drops the payloads of the oldest calls while over budget.
+// The calls from the oldest up to trimmedPrefix are known trimmed, so the
+// walk starts past them.
 func (l *callLog) trimLocked() {
-	for i := 0; i < len(l.ring) && l.payload > payloadBudget; i++ {
-		c := l.ring[(l.next+i)%len(l.ring)]
-		if c == nil || c.trimmed {
+	oldest := 0 // until the ring is full, its oldest call is at 0
+	if l.ring[l.next] != nil {
+		oldest = l.next
+	}
+	for ; l.trimmedPrefix < l.count && l.payload > l.budget; l.trimmedPrefix++ {
+		c := l.ring[(oldest+l.trimmedPrefix)%len(l.ring)]
+		if c.trimmed {
 			continue
 		}
 		c.trimmed = true
 		l.payload -= c.payload
 		// Keep what identifies the run, short.
 		c.args, c.result, c.text = "", "", ""
-		c.task, c.answer = truncate(c.task, 256), truncate(c.answer, 256)
+		c.task, c.answer = elide(c.task, 256), elide(c.answer, 256)
 		c.payload = len(c.task) + len(c.answer)
 		l.payload += c.payload
 	}
@@ -324,12 +427,14 @@ type Run struct {
 	RunSummary
 	Answer string `json:"answer,omitempty"`
 	Hops   []Hop  `json:"hops"`
-	// Omitted is how many hops past maxRunHops are not shown.
-	Omitted int `json:"omitted,omitempty"`
+	// The run has HopsTotal hops; Hops are at most maxRunHops of them,
+	// from HopsFrom on (?from=).
+	HopsFrom  int `json:"hops_from"`
+	HopsTotal int `json:"hops_total"`
 }
 
 // maxRunHops bounds the hops one run page shows.
-const maxRunHops = 500
+const maxRunHops = 200
 
 // RunFilter narrows the run list.
 type RunFilter struct {
@@ -357,22 +462,17 @@ type callView struct {
 // newest first, at most limit, and says whether there were more.
 func (l *callLog) views(match func(*runGroup) bool, limit int) ([]runView, bool) {
 	l.mu.Lock()
-	groups := make([]*runGroup, 0, 64)
-	seen := make(map[*runGroup]bool)
-	for _, g := range l.runs {
-		if !seen[g] {
-			seen[g] = true
+	// Newest first: l.order is in the order the runs began.
+	var groups []*runGroup
+	for i := len(l.order) - 1; i >= 0 && len(groups) <= limit; i-- {
+		if g := l.order[i]; !g.gone && (match == nil || match(g)) {
 			groups = append(groups, g)
 		}
 	}
-	slices.SortFunc(groups, func(a, b *runGroup) int { return int(b.seq - a.seq) })
 	var out []runView
 	more := false
 	var ptrs []*Delegation
 	for _, g := range groups {
-		if match != nil && !match(g) {
-			continue
-		}
 		if len(out) == limit {
 			more = true
 			break
@@ -429,12 +529,22 @@ func badge(d Delegation, c *callRecord) (string, string) {
 }
 
 // root is the call that started the run: the first from outside the fleet,
-// else the first.
+// else the first; when its session had expired, the pool's retry of it.
 func (v *runView) root() *callView {
 	for i := range v.calls {
-		if v.calls[i].From == "" {
-			return &v.calls[i]
+		c := &v.calls[i]
+		if c.From != "" {
+			continue
 		}
+		if c.Recovery == RecoveryRetried {
+			for j := i + 1; j < len(v.calls); j++ {
+				r := &v.calls[j]
+				if r.From == "" && r.Agent == c.Agent && r.Tool == c.Tool && (r.Recovery == RecoveryRecovered || r.Recovery == RecoveryRetrying || r.Recovery == RecoveryFailed) {
+					return r
+				}
+			}
+		}
+		return c
 	}
 	return &v.calls[0]
 }
@@ -442,8 +552,9 @@ func (v *runView) root() *callView {
 func (v *runView) summary() RunSummary {
 	r := v.root()
 	s := RunSummary{ID: v.id, Task: r.rec.task, Agent: r.Agent, Tool: r.Tool, Start: r.Start, Outcome: r.Outcome, Steps: r.rec.steps}
-	if s.Task == "" && r.rec.args != "" {
-		s.Task = truncate(r.rec.args, 200)
+	if s.Task == "" && !r.rec.asked {
+		// Not an ask: the tool and its arguments say what was asked.
+		s.Task = elide(r.Tool+" "+r.rec.args, 200)
 	}
 	s.Badge, s.Tone = badge(r.Delegation, &r.rec)
 	end := r.Start
@@ -477,13 +588,9 @@ func (v *runView) summary() RunSummary {
 	return s
 }
 
-func (v *runView) full() Run {
-	run := Run{RunSummary: v.summary(), Answer: v.root().rec.answer}
-	for i := range v.calls {
-		if len(run.Hops) == maxRunHops {
-			run.Omitted = len(v.calls) - i
-			break
-		}
+func (v *runView) full(from int) Run {
+	run := Run{RunSummary: v.summary(), Answer: v.root().rec.answer, HopsFrom: from, HopsTotal: len(v.calls)}
+	for i := from; i < len(v.calls) && i < from+maxRunHops; i++ {
 		c := &v.calls[i]
 		h := Hop{
 			Delegation: c.Delegation, Depth: c.rec.depth,
@@ -554,8 +661,11 @@ func outcomeMatches(want string, s RunSummary) bool {
 	return s.Outcome == want
 }
 
-// Run returns run id in full.
-func (l *callLog) Run(id string) (Run, bool) {
+// Run returns run id with its first hops.
+func (l *callLog) Run(id string) (Run, bool) { return l.RunFrom(id, 0) }
+
+// RunFrom returns run id with its hops from from on.
+func (l *callLog) RunFrom(id string, from int) (Run, bool) {
 	l.mu.Lock()
 	g := l.runs["r:"+id]
 	if g == nil {
@@ -574,7 +684,7 @@ func (l *callLog) Run(id string) (Run, bool) {
 	if len(views) == 0 || len(views[0].calls) == 0 {
 		return Run{}, false
 	}
-	return views[0].full(), true
+	return views[0].full(max(from, 0)), true
 }
 
 // Version changes whenever a call starts or ends.
@@ -608,6 +718,19 @@ func runFilterFrom(r *http.Request) (RunFilter, error) {
 		return f, fmt.Errorf("outcome must be ok, failed, running or recovered, got %q", f.Outcome)
 	}
 	return f, nil
+}
+
+// hopsFrom reads a run's ?from=.
+func hopsFrom(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("from")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("from must be a hop number (0 or more), got %q", v)
+	}
+	return n, nil
 }
 
 // RunList is GET /api/runs.
@@ -652,7 +775,12 @@ func (s *Studio) serveRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Studio) serveRun(w http.ResponseWriter, r *http.Request, id string) {
-	run, ok := s.calls.Run(id)
+	from, err := hopsFrom(r)
+	if err != nil {
+		mcphttp.WriteJSONError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	run, ok := s.calls.RunFrom(id, from)
 	if !ok {
 		mcphttp.WriteJSONError(w, http.StatusNotFound, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, maxCalls))
 		return
@@ -660,7 +788,8 @@ func (s *Studio) serveRun(w http.ResponseWriter, r *http.Request, id string) {
 	mcphttp.WriteJSON(w, http.StatusOK, run)
 }
 
-// compactJSON is for the page: arguments indented for reading.
+// indentJSON indents JSON text for reading on the run page; other text is
+// returned as it is.
 func indentJSON(s string) string {
 	var buf bytes.Buffer
 	if json.Indent(&buf, []byte(s), "", "  ") != nil {

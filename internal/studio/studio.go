@@ -3,8 +3,11 @@
 // /api/agents/<name>/mcp to each agent's MCP server (proxy.go, routes.go),
 // lists the agents and their tools at /api/agents (agents.go), and restarts
 // an agent that crashes (supervisor.go). What passes through the proxy is
-// observed (observe.go) for the fleet's /metrics (metrics.go) and the
-// recent delegations (delegations.go) that the page at / shows (page.go).
+// observed (observe.go) for the fleet's /metrics (metrics.go), the
+// recent delegations (delegations.go), and the console (console.go): runs
+// with their hops (runs.go), agent pages with their actions (agentpage.go,
+// supervisor_control.go) and charts (timeseries.go), which the pages at /
+// show (page.go).
 package studio
 
 import (
@@ -104,6 +107,12 @@ type Options struct {
 	AgentMaxConcurrent int
 }
 
+// giveUpAfter consecutive failed runs give an agent up: it is not
+// restarted again. With the default backoff (250 ms doubling to 30 s)
+// that is about a minute of retries: long enough for a port or a peer to
+// come back, short enough that a broken agent.json is reported as broken.
+const giveUpAfter = 8
+
 // DefaultAgentMaxConcurrent is the default cap on the tools/calls one agent
 // started by the studio runs at once; more wait for a slot (each until its
 // caller's deadline). It bounds what a flood of calls can make an agent do
@@ -119,10 +128,6 @@ const EnvAgentKey = "SWITCHBOARD_AGENT_KEY"
 // HeaderAgentKey carries an agent's key to the studio; the proxy does not
 // forward it.
 const HeaderAgentKey = "X-Switchboard-Agent-Key"
-
-// failedAfter consecutive failed runs mark an agent failed (it is still
-// retried, at the backoff cap).
-const failedAfter = 5
 
 // childWaitDelay bounds how long an agent's exit waits for its output pipes
 // (see exec.Cmd.WaitDelay).
@@ -236,7 +241,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
 	s.delegations = newDelegationLog()
-	s.console = newConsole(o, s.delegations)
+	s.console = newConsole(o, s.delegations, keys)
 	s.metrics = newStudioMetrics(s)
 	cfg := &supervisorConfig{
 		exe:          o.Executable,

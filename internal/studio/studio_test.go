@@ -216,8 +216,8 @@ func TestStudioInProcess(t *testing.T) {
 		if mcphttptest.Alive(before.PID) {
 			t.Errorf("the killed process %d is still alive", before.PID)
 		}
-		if after.LastError == "" {
-			t.Errorf("no last error after a crash: %+v", after)
+		if after.LastExit == "" || after.LastError != "" {
+			t.Errorf("after a crash and a restart: %+v; want the exit kept as last_exit, no current last_error", after)
 		}
 		// The pool's session died with the old process; the next call
 		// re-initializes through the proxy and succeeds.

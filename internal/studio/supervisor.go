@@ -25,7 +25,9 @@ import (
 // restarted after an exponential backoff, reset once a run has stayed up for
 // a healthy period. The child leads its own process group, so stopping it
 // reaches whatever it started too (stdio MCP servers), and Pdeathsig kills
-// it if the studio dies without stopping it (SIGKILL, a crash). Pdeathsig
+// it if the studio dies without stopping it (SIGKILL, a crash). After
+// giveUpAfter failed runs in a row it is given up: no further restarts, the
+// state says so, and last_error says why. Pdeathsig
 // fires when the OS thread that forked the child exits; Go keeps its threads
 // unless a goroutine exits while locked to one, which this package never does.
 
@@ -35,8 +37,8 @@ type State string
 const (
 	StateStarting   State = "starting"   // launched, not listening yet
 	StateRunning    State = "running"    // listening; the proxy routes to it
-	StateRestarting State = "restarting" // exited; waiting out the backoff
-	StateFailed     State = "failed"     // failed failedAfter times in a row; stays so while retried, until it runs
+	StateRestarting State = "restarting" // exited; waiting out the backoff until its retry time
+	StateGivenUp    State = "given_up"   // failed giveUpAfter times in a row; not restarted again
 	StateStopped    State = "stopped"    // the studio stopped it
 )
 
@@ -79,9 +81,12 @@ type agentProc struct {
 	upstream  *url.URL // the child's /mcp; nil unless running
 	pid       int
 	restarts  int
-	lastErr   string
+	failures  int       // consecutive failed runs
+	lastErr   string    // why it last exited; "" once it runs again
+	lastErrAt time.Time // when, kept with lastExit
+	lastExit  string    // why it last exited, kept after it runs again
 	lastLine  string    // the child's last stderr line, for lastErr
-	nextStart time.Time // restarting/failed: when the next attempt begins
+	nextStart time.Time // restarting: when the next attempt begins
 }
 
 func newAgentProc(def *agentdef.Definition, dir, dataDir string, cfg *supervisorConfig) *agentProc {
@@ -114,22 +119,39 @@ func (a *agentProc) run(ctx context.Context) {
 		}
 		failures++
 		delay := backoff(failures, a.cfg.minBackoff, a.cfg.maxBackoff)
-		state := StateRestarting
-		if failures >= failedAfter {
-			state = StateFailed
-		}
+		givenUp := failures >= giveUpAfter
 		a.mu.Lock()
-		a.state, a.upstream, a.pid = state, nil, 0
-		a.restarts++
-		a.lastErr = err.Error()
+		a.upstream, a.pid, a.failures = nil, 0, failures
+		a.lastErr, a.lastErrAt = err.Error(), time.Now()
 		if a.lastLine != "" {
 			a.lastErr += " (last log line: " + a.lastLine + ")"
 		}
-		a.nextStart = time.Now().Add(delay)
+		a.lastExit = a.lastErr
+		if givenUp {
+			a.state, a.nextStart = StateGivenUp, time.Time{}
+		} else {
+			a.state, a.nextStart = StateRestarting, time.Now().Add(delay)
+			a.restarts++
+		}
 		a.changedLocked()
 		lastErr := a.lastErr
 		a.mu.Unlock()
 		a.markFirst()
+		if givenUp {
+			a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr + " (given up)"})
+			a.cfg.logger.Error("agent keeps failing; giving up until it is started on request", "agent", a.def.Name, "err", lastErr, "consecutive_failures", failures)
+			// Parked as a stopped agent is: StartAgent (the page's start)
+			// tries again, with a fresh count of failures.
+			select {
+			case why := <-a.ctl.park():
+				a.ctl.record(ControlEvent{Event: EventStarted, Reason: why})
+				a.cfg.logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
+				failures = 0
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
 		a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr, NextStart: time.Now().Add(delay)})
 		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
 
@@ -141,6 +163,16 @@ func (a *agentProc) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// park marks the agent stopped between runs, as a stop request does, and
+// returns the channel a start request (resume) sends on.
+func (c *agentControl) park() <-chan string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	c.start = make(chan string, 1)
+	return c.start
 }
 
 // backoff is lo·2^(n-1), capped at hi.
@@ -195,9 +227,10 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	cmd.WaitDelay = childWaitDelay
 
 	a.mu.Lock()
-	if a.state != StateFailed {
-		// A failed agent stays failed through its retries: "starting" for
-		// a moment every few seconds would hide that it keeps failing.
+	// A retry stays "restarting" until it listens: "starting" for a moment
+	// every few seconds would hide that it keeps failing; the first start
+	// is "starting".
+	if a.state != StateRestarting {
 		a.state = StateStarting
 	}
 	a.changedLocked()
@@ -226,7 +259,8 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	select {
 	case u := <-ready:
 		a.mu.Lock()
-		a.state, a.upstream = StateRunning, u
+		// Running again: the last exit is history, not the current error.
+		a.state, a.upstream, a.lastErr, a.nextStart = StateRunning, u, "", time.Time{}
 		a.changedLocked()
 		a.mu.Unlock()
 		a.markFirst()
@@ -326,10 +360,10 @@ func (a *agentProc) awaitRunning(ctx context.Context, max time.Duration, gone st
 		a.mu.Unlock()
 		switch {
 		case st.state == StateRunning && st.upstream != nil && st.upstream.Host != gone,
-			st.state == StateStopped,
-			// Restarting, or failed (it is still retried, with backoff):
-			// worth waiting only if the next start is within the wait.
-			(st.state == StateRestarting || st.state == StateFailed) && st.nextStart.After(limit):
+			st.state == StateStopped, st.state == StateGivenUp,
+			// Restarting: worth waiting only if the next start is within
+			// the wait.
+			st.state == StateRestarting && st.nextStart.After(limit):
 			return st
 		}
 		select {
@@ -352,7 +386,8 @@ func (a *agentProc) status() agentStatus {
 func (a *agentProc) statusLocked() agentStatus {
 	return agentStatus{
 		state: a.state, upstream: a.upstream, pid: a.pid,
-		restarts: a.restarts, lastErr: a.lastErr, nextStart: a.nextStart,
+		restarts: a.restarts, failures: a.failures, lastErr: a.lastErr, lastErrAt: a.lastErrAt,
+		lastExit: a.lastExit, nextStart: a.nextStart,
 	}
 }
 
@@ -361,6 +396,9 @@ type agentStatus struct {
 	upstream  *url.URL
 	pid       int
 	restarts  int
-	lastErr   string
+	failures  int
+	lastErr   string // current: empty while running
+	lastErrAt time.Time
+	lastExit  string // the last exit's reason, kept after recovery
 	nextStart time.Time
 }

@@ -62,6 +62,9 @@ func (l *seriesLog) observe(o *observation) {
 		return
 	}
 	b := &a.buckets[minute%seriesMinutes]
+	if b.minute > minute {
+		return // older than the hour the slot holds now
+	}
 	if b.minute != minute {
 		*b = minuteBucket{minute: minute}
 	}

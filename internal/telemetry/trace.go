@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -60,7 +61,12 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	if os.Getenv(EnvOTLPEndpoint) == "" && os.Getenv(EnvOTLPTracesEndpoint) == "" {
 		return noop, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	// A collector that is down or slow must cost a command about a second
+	// at exit, not the exporter's default 10 s per attempt with retries for
+	// a minute: spans are a diagnostic, the command's answer is not.
+	exp, err := otlptracehttp.New(ctx,
+		otlptracehttp.WithTimeout(ExportTimeout),
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
 	if err != nil {
 		return noop, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
 	}
@@ -80,14 +86,27 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	return tp.Shutdown, nil
 }
 
-// FlushTimeout bounds the export of a command's last spans at exit.
-const FlushTimeout = 5 * time.Second
+// FlushTimeout bounds the export of a command's last spans at exit, and
+// ExportTimeout each export request: a collector that accepts connections
+// and never answers delays a command's exit by at most FlushTimeout.
+const (
+	FlushTimeout  = time.Second
+	ExportTimeout = 800 * time.Millisecond
+)
 
 // Start is Setup for a command: a failure to set up is reported through
 // warn, and the returned stop flushes the last spans, bounded by
 // FlushTimeout, reporting a failure through warn too. Call stop after the
 // work whose spans should not be lost.
+//
+// OpenTelemetry's own errors (a failed export) go to warn too, the first
+// one only, instead of the SDK's default of a raw log line on stderr per
+// failed batch.
 func Start(ctx context.Context, service string, warn func(msg string, err error)) (stop func()) {
+	var once sync.Once
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		once.Do(func() { warn("traces not exported (reported once)", err) })
+	}))
 	shutdown, err := Setup(ctx, service)
 	if err != nil {
 		warn("tracing disabled", err)
@@ -95,8 +114,20 @@ func Start(ctx context.Context, service string, warn func(msg string, err error)
 	return func() {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
 		defer cancel()
-		if err := shutdown(tctx); err != nil {
-			warn("flushing traces", err)
+		// The SDK's shutdown may outlive its context (an export in flight
+		// runs to its own timeout first): stop waiting at the deadline,
+		// since the process is about to exit anyway.
+		done := make(chan error, 1)
+		go func() { done <- shutdown(tctx) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				once.Do(func() { warn("traces not exported", err) })
+			}
+		case <-tctx.Done():
+			once.Do(func() {
+				warn("traces not exported", fmt.Errorf("the collector did not answer within %v", FlushTimeout))
+			})
 		}
 	}
 }

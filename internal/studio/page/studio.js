@@ -8,7 +8,7 @@
 (function () {
   const every = 1000;
   const body = document.body;
-  const live = document.getElementById("live");
+  const regions = document.querySelectorAll("[data-live]");
   let etag = "";
   let polls = 0;
   let timer = 0;
@@ -37,22 +37,47 @@
   }
 
   // swap replaces the live part with the server's new rendering, keeping
-  // what the person opened open and flashing rows that are new.
+  // what the person opened open and flashing rows that are new (for two
+  // seconds, across the swaps that come meanwhile).
+  const flashed = new Map();
   function swap(html) {
     const doc = new DOMParser().parseFromString(html, "text/html");
-    const open = keys(live, "details[open][data-key]", "data-key");
-    const rows = keys(live, "tr[data-id]", "data-id");
-    const runs = keys(live, "tr[data-run]", "data-run");
-    doc.body.querySelectorAll("details[data-key]").forEach(function (d) {
-      if (open.has(d.getAttribute("data-key"))) d.open = true;
+    const now = Date.now();
+    flashed.forEach(function (t, k) { if (now - t > 2000) flashed.delete(k); });
+    regions.forEach(function (live) {
+      const next = doc.getElementById(live.id);
+      if (!next) return;
+      const open = keys(live, "details[open][data-key]", "data-key");
+      const seen = new Set([...keys(live, "tr[data-id]", "data-id")].map(function (k) { return "d" + k; })
+        .concat([...keys(live, "tr[data-run]", "data-run")].map(function (k) { return "r" + k; })));
+      next.querySelectorAll("details[data-key]").forEach(function (d) {
+        if (open.has(d.getAttribute("data-key"))) d.open = true;
+      });
+      next.querySelectorAll("tr[data-id], tr[data-run]").forEach(function (tr) {
+        const k = tr.hasAttribute("data-id") ? "d" + tr.getAttribute("data-id") : "r" + tr.getAttribute("data-run");
+        if (!seen.has(k) && !flashed.has(k)) flashed.set(k, now);
+        if (flashed.has(k)) tr.classList.add("new");
+      });
+      live.replaceChildren.apply(live, Array.from(next.childNodes));
     });
-    doc.body.querySelectorAll("tr[data-id]").forEach(function (tr) {
-      if (!rows.has(tr.getAttribute("data-id"))) tr.classList.add("new");
-    });
-    doc.body.querySelectorAll("tr[data-run]").forEach(function (tr) {
-      if (!runs.has(tr.getAttribute("data-run"))) tr.classList.add("new");
-    });
-    live.replaceChildren.apply(live, Array.from(doc.body.childNodes));
+  }
+
+  // A swap between a button's press and its release would replace the
+  // element being clicked, and the click would be lost: while the pointer
+  // is down, an update waits, and is applied after the click.
+  let pressing = false;
+  let held = null;
+  document.addEventListener("pointerdown", function () { pressing = true; }, true);
+  document.addEventListener("pointerup", function () {
+    pressing = false;
+    setTimeout(function () {
+      if (!pressing && held != null) { const h = held; held = null; apply(h); }
+    }, 0);
+  }, true);
+
+  function apply(html) {
+    swap(html);
+    if (body.dataset.page === "agent") charts();
   }
 
   function fragmentURL() {
@@ -74,8 +99,8 @@
       })
       .then(function (html) {
         if (html != null) {
-          swap(html);
-          if (body.dataset.page === "agent") charts();
+          if (pressing) held = html;
+          else apply(html);
         }
         polls++;
         body.dataset.polls = String(polls);
@@ -122,14 +147,16 @@
   if (body.dataset.page === "agent" && agent) {
     const api = "/api/agents/" + encodeURIComponent(agent);
     const result = document.getElementById("action-result");
-    document.querySelectorAll("button[data-action]").forEach(function (b) {
-      b.addEventListener("click", function () {
-        const action = b.dataset.action;
-        result.textContent = action + "…";
-        post(api + "/" + action, { reason: action + " from the agent page" })
-          .then(function () { result.textContent = action + " asked"; refreshNow(); })
-          .catch(function (e) { result.textContent = e.message; });
-      });
+    // The buttons are part of the live region (their state follows the
+    // agent's), so one listener serves whichever are there.
+    document.addEventListener("click", function (e) {
+      const b = e.target.closest("button[data-action]");
+      if (!b || b.disabled) return;
+      const action = b.dataset.action;
+      result.textContent = action + "…";
+      post(api + "/" + action, { reason: action + " from the agent page" })
+        .then(function () { result.textContent = action + " asked at " + when(new Date()); refreshNow(); })
+        .catch(function (err) { result.textContent = err.message; });
     });
     fetch(api, { cache: "no-store" }).then(function (r) { return r.json(); }).then(function (d) {
       (d.tool_schemas || []).forEach(function (t) {
@@ -247,7 +274,7 @@
   // chart draws one small chart of series (each {key, cls, label}) over
   // the minutes, bars for counts or lines for latencies.
   function chart(title, points, series, kind, unit) {
-    const W = 300, H = 90, top = 16, bottom = 14;
+    const W = 300, H = 96, top = 28, bottom = 14;
     let maxV = 0;
     points.forEach(function (p) { series.forEach(function (s) { maxV = Math.max(maxV, p[s.key] || 0); }); });
     const svg = el("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img", "aria-label": title });
@@ -278,9 +305,9 @@
     });
     let lx = 0;
     series.forEach(function (s) {
-      svg.appendChild(el("rect", { x: W - 150 + lx, y: 4, width: 8, height: 8, class: s.cls }));
-      svg.appendChild(el("text", { x: W - 139 + lx, y: 11, class: "legend" }, s.label));
-      lx += 50;
+      svg.appendChild(el("rect", { x: lx, y: 16, width: 7, height: 7, class: s.cls }));
+      svg.appendChild(el("text", { x: lx + 10, y: 22.5, class: "legend" }, s.label));
+      lx += 14 + 6 * s.label.length;
     });
     svg.appendChild(el("text", { x: 0, y: H - 2, class: "legend" }, points.length ? when(new Date(points[0].time)).slice(11, 16) : ""));
     svg.appendChild(el("text", { x: W, y: H - 2, class: "legend end" }, "now"));
@@ -304,5 +331,5 @@
     box.dataset.drawn = String(points.length);
   }
 
-  if (live) poll();
+  if (regions.length) poll();
 })();
