@@ -9,8 +9,9 @@ type CallInfo struct {
 	// Retried: the first attempt provably did not run (its session had
 	// expired), and the pool sent the request again on a new session.
 	Retried bool
-	// Attempts is the number of times the request was sent on its last
-	// keyed attempt (1 or 2).
+	// Attempts is the number of times the request was sent on sessions in
+	// its last keyed send (1, or 2 when that session had expired); without
+	// idempotency there is only one such send.
 	Attempts int
 
 	// For servers that advertise idempotency (idempotency.go):

@@ -184,15 +184,10 @@ func (c *keyedCall) again(ctx context.Context, err error) bool {
 // the protocol's errors their sentinels.
 func (c *keyedCall) finish(ctx context.Context, res *mcp.CallToolResult, err error) error {
 	if info := callInfoFrom(ctx); info != nil {
-		info.IdempotencyKey = ""
+		info.IdempotencyKey, info.KeyedAttempts, info.Replayed = "", 0, false
 		if c.sent {
-			info.IdempotencyKey = c.key
+			info.IdempotencyKey, info.KeyedAttempts = c.key, c.attempt // again counted every send
 		}
-		info.KeyedAttempts = c.attempt
-		if c.attempt == 0 {
-			info.KeyedAttempts = 1
-		}
-		info.Replayed = false
 	}
 	if err == nil {
 		if res != nil && res.Meta[idempotency.ReplayMetaKey] == true {

@@ -130,7 +130,7 @@ func TestStrangerUnchanged(t *testing.T) {
 	if keys := kr.sent("echo"); len(keys) != 1 || keys[0] != "" {
 		t.Fatalf("keys sent %q, want one call without a key", keys)
 	}
-	if st := p.Stats(); st.KeyedCalls != 0 || st.KeyedRetries != 0 || info.IdempotencyKey != "" {
+	if st := p.Stats(); st.KeyedCalls != 0 || st.KeyedRetries != 0 || info.IdempotencyKey != "" || info.KeyedAttempts != 0 {
 		t.Fatalf("stats %+v info %+v", st, info)
 	}
 }

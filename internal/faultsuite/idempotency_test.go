@@ -224,6 +224,10 @@ func newIdemRig(t *testing.T) *idemRig {
 	s, err := studio.Start(t.Context(), &studio.Options{
 		Dir: dir, Listen: "127.0.0.1:0", Executable: switchboardBin, AgentOutput: out,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		// The rows kill the agents many times in a row, each time on
+		// purpose: a run of any length is a healthy one, so the studio
+		// never gives them up.
+		HealthyAfter: time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
