@@ -1,0 +1,139 @@
+package studio
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+)
+
+// killAndWait SIGKILLs the agent name and waits until its new process runs.
+func killAndWait(t *testing.T, s *Studio, name string) {
+	t.Helper()
+	before := waitAgent(t, s, name, func(a AgentInfo) bool { return a.State == StateRunning })
+	if err := killPID(before.PID); err != nil {
+		t.Fatal(err)
+	}
+	waitAgent(t, s, name, func(a AgentInfo) bool {
+		return a.State == StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
+	})
+}
+
+// TestSessionSurvivesAgentRestart: a go-sdk client with no recovery of its
+// own (a bare ClientSession, not our pool) keeps its session across two
+// restarts of the agent behind the studio: the same session id, every call
+// after a restart answered, and the studio re-established an upstream
+// session for it each time.
+func TestSessionSurvivesAgentRestart(t *testing.T) {
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "continuity-test", Version: "0"}, nil)
+	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.AgentURL("abacus"), HTTPClient: &http.Client{Transport: tr}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	id := cs.ID()
+	calc := func(expr, want string) {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "calculate", Arguments: map[string]any{"expression": expr}})
+		if err != nil {
+			t.Fatalf("calculate %s on session %s: %v", expr, id, err)
+		}
+		if res.IsError || !strings.Contains(toolText(res), want) {
+			t.Fatalf("calculate %s: %s", expr, toolText(res))
+		}
+	}
+	calc("1+1", "2")
+	for round := range 2 {
+		killAndWait(t, s, "abacus")
+		calc("6*7", "42")
+		if _, err := cs.ListTools(t.Context(), nil); err != nil {
+			t.Fatalf("round %d: tools/list after the restart: %v", round, err)
+		}
+		if cs.ID() != id {
+			t.Fatalf("round %d: the session id changed from %s to %s", round, id, cs.ID())
+		}
+		if kept, renewals := s.agents["abacus"].continuity.kept(); kept != 1 || renewals != round+1 {
+			t.Fatalf("round %d: continuity keeps %d sessions and renewed %d, want 1 and %d", round, kept, renewals, round+1)
+		}
+	}
+}
+
+// TestContinuityKeepsTheCredentialBinding: after a restart, the session
+// alice created still answers only to alice: bob, or no credential, get
+// the 404 of a session that does not exist, and their attempts do not
+// spoil it for alice. The answer carries alice's session id, never the
+// upstream one. Her DELETE ends the session for good.
+func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	alice := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: hc, Header: map[string]string{"Authorization": "Bearer alice"}}
+	bob := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: hc, Header: map[string]string{"Authorization": "Bearer bob"}}
+	anon := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: hc}
+	ctx := t.Context()
+	sid, err := alice.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killAndWait(t, s, "abacus")
+
+	for who, c := range map[string]*mcphttptest.Client{"bob": bob, "no credential": anon} {
+		r, err := c.Call(ctx, sid, 2, "tools/list", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != http.StatusNotFound || r.Result() != nil {
+			t.Errorf("alice's session presented by %s after the restart: %v, want 404", who, r)
+		}
+	}
+	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 0 {
+		t.Errorf("another credential's request re-established alice's session (%d renewals)", renewals)
+	}
+	r, err := alice.Call(ctx, sid, 3, "tools/call", map[string]any{"name": "calculate", "arguments": map[string]any{"expression": "2+3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusOK || !strings.Contains(mcphttptest.ResultText(r.Result()), "5") {
+		t.Fatalf("alice's call after the restart: %v", r)
+	}
+	if got := r.Header.Get("Mcp-Session-Id"); got != "" && got != sid {
+		t.Errorf("the answer names session %q, want alice's %q (the upstream id must not leak)", got, sid)
+	}
+	if r, err := alice.Delete(ctx, sid); err != nil || r.Status/100 != 2 {
+		t.Fatalf("DELETE: %v %v", r, err)
+	}
+	if r, err := alice.Call(ctx, sid, 4, "tools/list", nil); err != nil || r.Status != http.StatusNotFound {
+		t.Errorf("alice's session after her DELETE: %v %v, want 404", r, err)
+	}
+	if kept, _ := s.agents["abacus"].continuity.kept(); kept != 0 {
+		t.Errorf("continuity still keeps %d sessions after the DELETE", kept)
+	}
+}
+
+// TestDeleteAfterRestart: a client ending its session after the agent
+// restarted is told it is ended (the upstream session died with the old
+// process), and the id is gone.
+func TestDeleteAfterRestart(t *testing.T) {
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: &http.Client{Transport: tr}}
+	sid, err := c.Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	killAndWait(t, s, "abacus")
+	if r, err := c.Delete(t.Context(), sid); err != nil || r.Status/100 != 2 {
+		t.Fatalf("DELETE after the restart: %v %v, want 2xx", r, err)
+	}
+	if r, err := c.Call(t.Context(), sid, 2, "tools/list", nil); err != nil || r.Status != http.StatusNotFound {
+		t.Errorf("the session after its DELETE: %v %v, want 404", r, err)
+	}
+}
