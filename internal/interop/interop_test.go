@@ -194,9 +194,9 @@ type up struct {
 	proc *mcphttptest.Process
 }
 
-func startUp(t *testing.T) *up {
+func startUp(t *testing.T, env []string) *up {
 	dir := mcphttptest.Project(t, "packrat")
-	p := mcphttptest.StartProcess(t, dir, nil, 60*time.Second, "switchboard studio listening on ", switchboardBin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
+	p := mcphttptest.StartProcess(t, dir, env, 60*time.Second, "switchboard studio listening on ", switchboardBin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
 	u := &up{t: t, base: p.Ready, proc: p}
 	t.Cleanup(func() {
 		p.Signal(syscall.SIGTERM)
@@ -299,85 +299,103 @@ type phase struct {
 //     of them are in flight at the kill.
 //
 // Throughout, the client's session id does not change and no note is
-// stored twice.
+// stored twice. It runs with the agents' defaults, and with resumable
+// streams (SWITCHBOARD_RESUMABLE_STREAMS=1, agentserver/resume.go), where
+// a call cut by the kill is resumed by the client and answered by the
+// studio with an "outcome unknown" error instead of the 502.
 func TestRestartInvisibleToThirdPartyClients(t *testing.T) {
-	for _, c := range clients {
-		t.Run(c.name, func(t *testing.T) {
-			node := needPeer(t, c.pkg)
-			u := startUp(t)
-			d, session := startDriver(t, node, c.name, u.url())
-			if session == "" {
-				t.Fatalf("%s connected without a session id", c.name)
-			}
-			var phases []phase
-			run := func(name, prefix string, n int, pace time.Duration, after int, afterResults func()) {
-				got, s := d.calls(prefix, n, pace, after, afterResults)
-				if s != session {
-					t.Errorf("%s: the session id changed from %q to %q", name, session, s)
-				}
-				phases = append(phases, phase{name, got})
-			}
+	modes := []struct {
+		name string
+		env  []string
+	}{
+		{"default", nil},
+		{"resumable", []string{"SWITCHBOARD_RESUMABLE_STREAMS=1"}},
+	}
+	for _, mode := range modes {
+		for _, c := range clients {
+			t.Run(mode.name+"/"+c.name, func(t *testing.T) {
+				restartRun(t, c.name, c.pkg, mode.env)
+			})
+		}
+	}
+}
 
-			run("before any kill", "b", 5, 0, 0, nil)
-			killed := u.kill()
-			u.runningAgain(killed)
-			run("after a kill between calls", "a", 10, 0, 0, nil)
+// restartRun is one client's run of TestRestartInvisibleToThirdPartyClients,
+// with env added to `switchboard up`'s environment.
+func restartRun(t *testing.T, client, pkg string, env []string) {
+	node := needPeer(t, pkg)
+	u := startUp(t, env)
+	d, session := startDriver(t, node, client, u.url())
+	if session == "" {
+		t.Fatalf("%s connected without a session id", client)
+	}
+	var phases []phase
+	run := func(name, prefix string, n int, pace time.Duration, after int, afterResults func()) {
+		got, s := d.calls(prefix, n, pace, after, afterResults)
+		if s != session {
+			t.Errorf("%s: the session id changed from %q to %q", name, session, s)
+		}
+		phases = append(phases, phase{name, got})
+	}
 
-			const burst, killAfter = 40, 10
-			run(fmt.Sprintf("burst of %d (one per 15ms), SIGKILL after %d results", burst, killAfter), "u", burst, 15*time.Millisecond, killAfter, func() { killed = u.kill() })
-			u.runningAgain(killed)
-			run("after the paced burst's restart", "r", 10, 0, 0, nil)
-			run(fmt.Sprintf("burst of %d at once, SIGKILL after %d results", burst, killAfter), "v", burst, 0, killAfter, func() { killed = u.kill() })
-			u.runningAgain(killed)
-			run("after the burst's restart", "w", 10, 0, 0, nil)
+	run("before any kill", "b", 5, 0, 0, nil)
+	killed := u.kill()
+	u.runningAgain(killed)
+	run("after a kill between calls", "a", 10, 0, 0, nil)
 
-			d.send(map[string]any{"op": "list"})
-			if m := d.next(); m["op"] != "list" || m["error"] != nil || m["tools"].(float64) == 0 {
-				t.Errorf("tools/list after the restarts: %v", m)
+	const burst, killAfter = 40, 10
+	run(fmt.Sprintf("burst of %d (one per 15ms), SIGKILL after %d results", burst, killAfter), "u", burst, 15*time.Millisecond, killAfter, func() { killed = u.kill() })
+	u.runningAgain(killed)
+	run("after the paced burst's restart", "r", 10, 0, 0, nil)
+	run(fmt.Sprintf("burst of %d at once, SIGKILL after %d results", burst, killAfter), "v", burst, 0, killAfter, func() { killed = u.kill() })
+	u.runningAgain(killed)
+	run("after the burst's restart", "w", 10, 0, 0, nil)
+
+	d.send(map[string]any{"op": "list"})
+	if m := d.next(); m["op"] != "list" || m["error"] != nil || m["tools"].(float64) == 0 {
+		t.Errorf("tools/list after the restarts: %v", m)
+	}
+
+	var ids []string
+	for _, p := range phases {
+		for id := range p.outcomes {
+			ids = append(ids, id)
+		}
+	}
+	counts := u.notes(ids)
+	for _, p := range phases {
+		var ok, failed, dup, unknownRan int
+		errs := map[string]int{}
+		for id, o := range p.outcomes {
+			n := counts[id]
+			if n > 1 {
+				dup++
+				t.Errorf("%s: call %s stored %d notes", p.name, id, n)
 			}
-
-			var ids []string
-			for _, p := range phases {
-				for id := range p.outcomes {
-					ids = append(ids, id)
+			switch {
+			case o.ok:
+				ok++
+				if n != 1 {
+					t.Errorf("%s: call %s succeeded but stored %d notes", p.name, id, n)
+				}
+			default:
+				failed++
+				errs[o.err]++
+				if n == 1 {
+					unknownRan++
 				}
 			}
-			counts := u.notes(ids)
-			for _, p := range phases {
-				var ok, failed, dup, unknownRan int
-				errs := map[string]int{}
-				for id, o := range p.outcomes {
-					n := counts[id]
-					if n > 1 {
-						dup++
-						t.Errorf("%s: call %s stored %d notes", p.name, id, n)
-					}
-					switch {
-					case o.ok:
-						ok++
-						if n != 1 {
-							t.Errorf("%s: call %s succeeded but stored %d notes", p.name, id, n)
-						}
-					default:
-						failed++
-						errs[o.err]++
-						if n == 1 {
-							unknownRan++
-						}
-					}
-				}
-				t.Logf("%s | %s: %d/%d landed, %d failed (%d of them had run: outcome unknown), %d duplicates; errors %v",
-					c.name, p.name, ok, len(p.outcomes), failed, unknownRan, dup, errs)
-				// Every call but those in flight at the burst's kill must land.
-				if !strings.HasPrefix(p.name, "burst") && failed > 0 {
-					t.Errorf("%s: %d calls failed: %v", p.name, failed, errs)
-				}
-			}
-			d.send(map[string]any{"op": "close"})
-			if m := d.next(); m["op"] != "close" {
-				t.Errorf("close: %v", m)
-			}
-		})
+		}
+		t.Logf("%s | %s: %d/%d landed, %d failed (%d of them had run: outcome unknown), %d duplicates; errors %v",
+			t.Name(), p.name, ok, len(p.outcomes), failed, unknownRan, dup, errs)
+		// Every call but those in flight at the burst's kill must land.
+		if !strings.HasPrefix(p.name, "burst") && failed > 0 {
+			t.Errorf("%s: %d calls failed: %v", p.name, failed, errs)
+		}
+	}
+	d.send(map[string]any{"op": "close"})
+	if m := d.next(); m["op"] != "close" {
+		t.Errorf("close: %v", m)
 	}
 }
 

@@ -116,6 +116,13 @@ type keptSession struct {
 	size        int               // bytes of the above
 	lastUsed    time.Time
 	renewing    *renewal // non-nil while one re-establishment runs
+	// streams: which request each call stream answers, by stream id, the
+	// oldest first in streamOrder (continuity_streams.go).
+	streams     map[string]keptStream
+	streamOrder []string
+	// standalone is the upstream session the client's standalone GET
+	// stream was last opened on.
+	standalone string
 }
 
 // renewal is one re-establishment, shared by every request of the session
@@ -170,16 +177,24 @@ func (c *continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 		ks = nil
 	}
 	var up string
+	var resume resumption
 	if ks != nil {
 		ks.lastUsed = c.now()
 		up = ks.upstream
+		if req.Method == http.MethodGet {
+			resume = ks.resumptionLocked(req.Header.Get("Last-Event-ID"))
+		}
 	}
 	c.mu.Unlock()
 	if ks == nil {
 		return c.base.RoundTrip(req)
 	}
+	if resume == resumeLost {
+		lost, _ := c.lostStream(req, ks, req.Header.Get("Last-Event-ID"))
+		return lost, nil
+	}
 
-	out := c.outbound(req, up, false)
+	out := c.outbound(req, up, resume == resumeFresh)
 	resp, err := c.base.RoundTrip(out)
 	if err != nil || resp.StatusCode != http.StatusNotFound {
 		return c.answered(req, msg, id, ks, up, resp, err)
@@ -193,6 +208,11 @@ func (c *continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 		// The session the client is ending is already gone upstream.
 		c.forget(id)
 		return synthesized(req, http.StatusNoContent, nil, nil), nil
+	}
+	if lei := req.Header.Get("Last-Event-ID"); lei != "" && req.Method == http.MethodGet {
+		if lost, ok := c.lostStream(req, ks, lei); ok {
+			return lost, nil
+		}
 	}
 	sent := resp.Request
 	if sent == nil {
@@ -213,6 +233,11 @@ func (c *continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	again := c.outbound(req, up, true)
 	again.URL.Host = sent.URL.Host
+	if req.Method == http.MethodGet {
+		c.mu.Lock()
+		ks.standalone = up
+		c.mu.Unlock()
+	}
 	resp, err = c.base.RoundTrip(again)
 	return c.answered(req, msg, id, ks, up, resp, err)
 }
@@ -252,6 +277,7 @@ func (c *continuity) answered(req *http.Request, msg *mcphttp.Message, id string
 	if msg == nil || req.Method != http.MethodPost {
 		return resp, nil
 	}
+	c.watchPrime(resp, ks, msg.ID, up)
 	switch msg.Method {
 	case "notifications/initialized", "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
 		body := bodyOf(req)
@@ -328,7 +354,7 @@ func (c *continuity) initialize(req *http.Request) (*http.Response, error) {
 	if id == "" || body == nil || len(body) > maxKeptBytes {
 		return resp, nil // stateless, or too big to keep: no continuity
 	}
-	ks := &keptSession{cred: credDigest(req), upstream: id, initialize: body, size: len(body), lastUsed: c.now()}
+	ks := &keptSession{cred: credDigest(req), upstream: id, standalone: id, initialize: body, size: len(body), lastUsed: c.now()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.sessions) >= maxKeptSessions {

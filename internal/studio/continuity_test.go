@@ -148,3 +148,72 @@ func TestDeleteAfterRestart(t *testing.T) {
 		t.Errorf("the session after its DELETE: %v %v, want 404", r, err)
 	}
 }
+
+// TestStreamLostInRestart: a call's stream that the agent's death cut
+// cannot be resumed (its events died with the process). The resumption is
+// answered with that call's JSON-RPC error, outcome unknown, instead of a
+// fresh stream that would leave the client waiting for a response that
+// never comes; an unknown stream gets 400. The session stays: the next
+// call lands.
+func TestStreamLostInRestart(t *testing.T) {
+	// The agents keep events for resumption (agentserver.EnvResumableStreams;
+	// they inherit the studio's environment).
+	t.Setenv("SWITCHBOARD_RESUMABLE_STREAMS", "1")
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: &http.Client{Transport: tr}}
+	ctx := t.Context()
+	sid, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// call runs calculate as request id and returns its stream's first
+	// event id.
+	call := func(id int, expr string) string {
+		t.Helper()
+		r, err := c.Call(ctx, sid, id, "tools/call", map[string]any{"name": "calculate", "arguments": map[string]any{"expression": expr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(r.Body), "\n") {
+			if v, ok := strings.CutPrefix(line, "id: "); ok && r.Status == http.StatusOK {
+				return v
+			}
+		}
+		t.Fatalf("call %d: no event id in its stream (is the agent's event store on?): %v", id, r)
+		return ""
+	}
+	resume := func(eventID string, wantID int) {
+		t.Helper()
+		lost, err := c.Do(ctx, http.MethodGet, sid, nil, map[string]string{"Last-Event-ID": eventID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := lost.Error(); lost.Status != http.StatusOK || len(lost.Messages) != 1 || lost.Messages[0]["id"] != float64(wantID) || e == nil || e["code"] != float64(codeOutcomeUnknown) {
+			t.Fatalf("resuming %s after the restart: %v, want call %d's error %d", eventID, lost, wantID, codeOutcomeUnknown)
+		}
+	}
+	first, second := call(7, "1+1"), call(9, "2+2")
+	killAndWait(t, s, "abacus")
+
+	// Met by the new process's 404.
+	resume(first, 7)
+	// The next call re-establishes the session...
+	if got := call(8, "2+3"); got == "" {
+		t.Fatal("no stream")
+	}
+	// ...after which a stream of the old session is known to be lost
+	// without asking the new process (whose event store never had it).
+	resume(second, 9)
+	unknown, err := c.Do(ctx, http.MethodGet, sid, nil, map[string]string{"Last-Event-ID": "NOSUCHSTREAM_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unknown.Status != http.StatusBadRequest {
+		t.Errorf("resuming an unknown stream: %v, want 400", unknown)
+	}
+	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 1 {
+		t.Errorf("%d renewals, want 1", renewals)
+	}
+}
