@@ -94,6 +94,7 @@ type Pool struct {
 
 	progress progressRoutes
 	memo     keyMemo
+	idem     idemState // idempotency.go
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
@@ -175,19 +176,24 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 		params = withMeta(params, map[string]string{"progressToken": token})
 	}
 	var res *mcp.CallToolResult
-	err := p.do(ctx, srv, "tools/call", params.Name, func(a *attempt, e *entry) error {
-		if progress != nil {
-			// Each attempt's session routes the token; a retry's new
-			// session gets a route of its own.
-			p.progress.add(e, token, progress)
-			defer p.progress.end(e, token)
+	kc := p.newKeyedCall(ctx, srv) // idempotency.go
+	for {
+		err := p.do(ctx, srv, "tools/call", params.Name, func(a *attempt, e *entry) error {
+			if progress != nil {
+				// Each attempt's session routes the token; a retry's new
+				// session gets a route of its own.
+				p.progress.add(e, token, progress)
+				defer p.progress.end(e, token)
+			}
+			ctx := a.request()
+			r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, kc.paramsFor(e, params)))
+			res = r
+			return err
+		})
+		if !kc.again(ctx, err) {
+			return res, kc.finish(ctx, res, err)
 		}
-		ctx := a.request()
-		r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, params))
-		res = r
-		return err
-	})
-	return res, err
+	}
 }
 
 // ListTools lists all of srv's tools (every page), from the per-key cache
@@ -974,6 +980,7 @@ func (p *Pool) Stats() Stats {
 		InvalidationsByReason: maps.Clone(p.counters.invalidations),
 		ClosesByReason:        maps.Clone(p.counters.closes),
 	}
+	p.idem.fill(&s)
 	for _, n := range p.counters.invalidations {
 		s.Invalidations += n
 	}
@@ -1018,6 +1025,14 @@ type Stats struct {
 
 	InvalidationsByReason map[string]int64 `json:"invalidations_by_reason"`
 	ClosesByReason        map[string]int64 `json:"closes_by_reason"`
+
+	// Idempotency (idempotency.go), for servers that advertise it.
+	KeyedCalls   int64 `json:"keyed_calls"`   // tools/call sent with an idempotency key
+	KeyedRetries int64 `json:"keyed_retries"` // keyed calls sent again after a failure
+	Replays      int64 `json:"replays"`       // answers the server gave from its record
+	Conflicts    int64 `json:"conflicts"`     // keys the server said were used for another call
+	Interrupted  int64 `json:"interrupted"`   // calls a crash of the server cut off
+	KeysExpired  int64 `json:"keys_expired"`  // keys older than the server's retention
 }
 
 var _ io.Closer = (*Pool)(nil)
