@@ -68,7 +68,14 @@ func TestRestartOf400NullIDServerRecovers(t *testing.T) {
 			t.Errorf("executions of call %d = %d, want 1", i, got)
 		}
 	}
-	if st := p.Stats(); st.Reinitializations != 1 || st.Dials != 2 || st.InvalidationsByReason[reasonRejected] == 0 {
+	// The stale session is dropped once, for its 400 (rejected). On a
+	// loaded machine the client may instead still hold a keep-alive
+	// connection the restart closed, and find the session dead before any
+	// request is answered (died); both are one drop and one re-dial.
+	// TestRepeated400NullIDSurfacesTheServersMessage pins the 400 path.
+	st := p.Stats()
+	if st.Reinitializations != 1 || st.Dials != 2 || st.Invalidations != 1 ||
+		st.InvalidationsByReason[reasonRejected]+st.InvalidationsByReason[reasonDied] != 1 {
 		t.Fatalf("stats: %+v", st)
 	}
 }
