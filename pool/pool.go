@@ -66,6 +66,9 @@ type Options struct {
 	// re-initializations (trace.go); default the global provider,
 	// otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
+	// OAuth configures OAuth for HTTP servers (oauth.go); nil: stored
+	// tokens from tokenstore.DefaultDir, nobody to ask.
+	OAuth *OAuthOptions
 }
 
 // Pool is a pooled MCP client session manager. It is safe for concurrent use.
@@ -89,6 +92,7 @@ type Pool struct {
 	abort context.CancelFunc
 
 	progress progressRoutes
+	oauth    oauthClients // tokens per (URL, identity), shared by the key's sessions
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
@@ -590,7 +594,7 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	if e.http {
 		t = &mcp.StreamableClientTransport{
 			Endpoint:             srv.URL,
-			HTTPClient:           &http.Client{Transport: &recorder{base: p.base, headers: srv.Headers, entry: e}},
+			HTTPClient:           &http.Client{Transport: &recorder{base: p.oauth.transport(p.base, srv, p.opts.OAuth, p.log), headers: srv.Headers, entry: e}},
 			DisableStandaloneSSE: !p.opts.Notifications,
 		}
 	} else {

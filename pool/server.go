@@ -44,6 +44,10 @@ type Server struct {
 	// Identity distinguishes callers that must not share a session even when
 	// their headers are equal (for example two end users behind one token).
 	Identity string
+
+	// OAuth, when set, configures the server's OAuth beyond what discovery
+	// finds (oauth.go). Servers without it still get OAuth when they ask.
+	OAuth *OAuthConfig
 }
 
 // key identifies a pool entry. It is comparable so that it can key a map, as
@@ -63,6 +67,10 @@ func (s *Server) key() key {
 		}
 	}
 	write(s.Identity)
+	if o := s.OAuth; o != nil {
+		// Two clients of one server hold different tokens.
+		write("o", o.ClientID, o.Grant)
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		write("h", k, s.Headers[k])
 	}

@@ -1,0 +1,245 @@
+package pool_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/oauthtest"
+	"github.com/switchboard-run/switchboard/pool"
+)
+
+// browser is a test's person: it signs in as whoever user names.
+type browser struct {
+	mu    sync.Mutex
+	user  string
+	opens int
+}
+
+func (b *browser) as(user string) {
+	b.mu.Lock()
+	b.user = user
+	b.mu.Unlock()
+}
+
+func (b *browser) interactive() *pool.Interactive {
+	return &pool.Interactive{
+		RedirectURL: "http://127.0.0.1:1/callback", // never dialed: the browser stops at the redirect
+		Fetch: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			b.mu.Lock()
+			user := b.user
+			b.opens++
+			b.mu.Unlock()
+			code, state, _, err := oauthtest.FollowAuthorize(ctx, args.URL, user)
+			if err != nil {
+				return nil, err
+			}
+			return &auth.AuthorizationResult{Code: code, State: state}, nil
+		},
+	}
+}
+
+func whoami(t *testing.T, p *pool.Pool, srv *pool.Server) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := p.CallTool(ctx, srv, &mcp.CallToolParams{Name: "whoami"})
+	if err != nil {
+		return "", err
+	}
+	return res.Content[0].(*mcp.TextContent).Text, nil
+}
+
+func mustWhoami(t *testing.T, p *pool.Pool, srv *pool.Server, want string) {
+	t.Helper()
+	got, err := whoami(t, p, srv)
+	if err != nil {
+		t.Fatalf("whoami: %v", err)
+	}
+	if got != want {
+		t.Fatalf("whoami = %q, want %q", got, want)
+	}
+}
+
+// TestOAuthSignInRefreshRevoke: a server that only answers 401 with
+// WWW-Authenticate is signed in to by discovery and dynamic registration;
+// an expired token is refreshed without the person; a revoked one sends the
+// person back to sign in; the token survives the pool in a 0600 file and is
+// never logged.
+func TestOAuthSignInRefreshRevoke(t *testing.T) {
+	as := oauthtest.New(t, time.Hour, "notes:read")
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := &browser{user: "alice"}
+	p := pool.New(&pool.Options{Logger: logger, OAuth: &pool.OAuthOptions{TokenDir: dir, Interactive: b.interactive()}})
+	defer p.Close()
+	srv := &pool.Server{Name: "remote", URL: as.URL}
+
+	mustWhoami(t, p, srv, "alice")
+	c := as.Snapshot()
+	if c.Registrations != 1 || c.Authorizations != 1 || c.CodeExchanges != 1 || b.opens != 1 {
+		t.Fatalf("after sign-in: %+v, browser opened %d times; want one registration, authorization and exchange", c, b.opens)
+	}
+
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("token files: %v, want 1", files)
+	}
+	fi, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", fi.Mode().Perm())
+	}
+	data, _ := os.ReadFile(files[0])
+	stored := tokenOf(t, data)
+	if as.UserOf(stored) != "alice" {
+		t.Fatalf("stored token is not alice's")
+	}
+
+	// Expired at the server: one 401, one refresh, no person.
+	as.ExpireAll()
+	mustWhoami(t, p, srv, "alice")
+	if c := as.Snapshot(); c.Refreshes != 1 || c.Authorizations != 1 {
+		t.Fatalf("after expiry: %+v; want one refresh and no new authorization", c)
+	}
+
+	// A second pool (another process) uses the stored token as it is.
+	p2 := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: dir}})
+	defer p2.Close()
+	mustWhoami(t, p2, srv, "alice")
+	if c := as.Snapshot(); c.Authorizations != 1 || c.Refreshes != 1 {
+		t.Fatalf("second pool: %+v; want the stored token used as is", c)
+	}
+
+	// Revoked: refresh fails, the headless pool has nobody to ask and
+	// returns the server's 401; the interactive one signs in again.
+	as.RevokeUser("alice")
+	_, err = whoami(t, p2, &pool.Server{Name: "remote", URL: as.URL, Identity: "other"})
+	if pe, ok := errors.AsType[*pool.Error](err); !ok || pe.Status != http.StatusUnauthorized || pe.Authenticate == "" {
+		t.Fatalf("headless, no token: err = %v, want a *pool.Error with status 401 and its WWW-Authenticate", err)
+	}
+	mustWhoami(t, p, srv, "alice")
+	if c := as.Snapshot(); c.Authorizations != 2 || b.opens != 2 {
+		t.Fatalf("after revocation: %+v, opens %d; want a second sign-in", c, b.opens)
+	}
+
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if tok := tokenOf(t, data); strings.Contains(logs.String(), tok) {
+			t.Fatalf("the access token appears in the log")
+		}
+	}
+	if strings.Contains(logs.String(), stored) {
+		t.Fatalf("the first access token appears in the log")
+	}
+}
+
+// TestOAuthIdentitiesNeverShare: two identities of one server sign in
+// separately, and each call carries its own identity's token.
+func TestOAuthIdentitiesNeverShare(t *testing.T) {
+	as := oauthtest.New(t, time.Hour)
+	dir := t.TempDir()
+	b := &browser{user: "alice"}
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: dir, Interactive: b.interactive()}})
+	defer p.Close()
+	alice := &pool.Server{Name: "remote", URL: as.URL, Identity: "alice"}
+	bob := &pool.Server{Name: "remote", URL: as.URL, Identity: "bob"}
+
+	mustWhoami(t, p, alice, "alice")
+	b.as("bob")
+	mustWhoami(t, p, bob, "bob") // a sign-in of its own, not alice's token
+	b.as("mallory")              // any further sign-in would show up as mallory
+	for range 3 {
+		mustWhoami(t, p, alice, "alice")
+		mustWhoami(t, p, bob, "bob")
+	}
+	if c := as.Snapshot(); c.Authorizations != 2 {
+		t.Fatalf("authorizations = %d, want 2 (one per identity)", c.Authorizations)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) != 2 {
+		t.Fatalf("token files: %v, want one per identity", files)
+	}
+}
+
+// TestOAuthClientCredentials: a headless agent gets its token with the
+// client credentials grant, authenticating as configured (basic or post),
+// and gets a new one when the server stops accepting the old.
+func TestOAuthClientCredentials(t *testing.T) {
+	for _, method := range []string{pool.AuthMethodBasic, pool.AuthMethodPost} {
+		t.Run(method, func(t *testing.T) {
+			as := oauthtest.New(t, time.Hour, "jobs")
+			as.RegisterClient("agent-1", "s3cret")
+			p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir()}})
+			defer p.Close()
+			srv := &pool.Server{Name: "jobs", URL: as.URL, OAuth: &pool.OAuthConfig{
+				Grant: pool.GrantClientCredentials, ClientID: "agent-1", ClientSecret: "s3cret", TokenEndpointAuthMethod: method}}
+			mustWhoami(t, p, srv, "client:agent-1")
+			as.ExpireAll()
+			mustWhoami(t, p, srv, "client:agent-1")
+			c := as.Snapshot()
+			if c.ClientCredentials != 2 {
+				t.Fatalf("client credentials grants = %d, want 2", c.ClientCredentials)
+			}
+			basic, post := c.BasicAuth, c.PostAuth
+			if method == pool.AuthMethodBasic && (basic != 2 || post != 0) || method == pool.AuthMethodPost && (post != 2 || basic != 0) {
+				t.Fatalf("client authentication: basic %d, post %d; want all %s", basic, post, method)
+			}
+		})
+	}
+}
+
+// TestOAuthClientCredentialsWrongSecret: a refused grant leaves the
+// server's 401 as the answer.
+func TestOAuthClientCredentialsWrongSecret(t *testing.T) {
+	as := oauthtest.New(t, time.Hour)
+	as.RegisterClient("agent-1", "s3cret")
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir()}})
+	defer p.Close()
+	srv := &pool.Server{Name: "jobs", URL: as.URL, OAuth: &pool.OAuthConfig{
+		Grant: pool.GrantClientCredentials, ClientID: "agent-1", ClientSecret: "wrong"}}
+	_, err := whoami(t, p, srv)
+	if pe, ok := errors.AsType[*pool.Error](err); !ok || pe.Status != http.StatusUnauthorized {
+		t.Fatalf("err = %v, want a *pool.Error with status 401", err)
+	}
+}
+
+// TestOAuthStepUp: a 403 insufficient_scope signs in again for the union
+// of the scopes held and asked for, and the call goes through.
+func TestOAuthStepUp(t *testing.T) {
+	as := oauthtest.New(t, time.Hour, "read")
+	b := &browser{user: "alice"}
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir(), Interactive: b.interactive()}})
+	defer p.Close()
+	srv := &pool.Server{Name: "remote", URL: as.URL}
+	mustWhoami(t, p, srv, "alice")
+	as.Require("read", "write")
+	mustWhoami(t, p, srv, "alice")
+	if c := as.Snapshot(); c.Authorizations != 2 {
+		t.Fatalf("authorizations = %d, want 2 (sign-in, step-up)", c.Authorizations)
+	}
+}
+
+func tokenOf(t *testing.T, data []byte) string {
+	t.Helper()
+	_, rest, ok := bytes.Cut(data, []byte(`"access_token":"`))
+	tok, _, ok2 := bytes.Cut(rest, []byte(`"`))
+	if !ok || !ok2 || len(tok) == 0 {
+		t.Fatalf("no access token in the record")
+	}
+	return string(tok)
+}
