@@ -107,6 +107,15 @@ type OAuthConfig struct {
 	// CallbackPort fixes the loopback redirect's port (for a client
 	// registered with one); zero: any free port.
 	CallbackPort int
+	// PrivateKeyPEM, for the client credentials grant, authenticates the
+	// client with a signed assertion (AuthMethodPrivateKeyJWT) instead of a
+	// secret; SigningAlgorithm is ES256 (default for an EC key) or RS256.
+	PrivateKeyPEM    string
+	SigningAlgorithm string
+	// ClientMetadataURL is the client's Client ID Metadata Document (an
+	// https URL with a path), used as its client id by an authorization
+	// server that supports them; tried before the other registrations.
+	ClientMetadataURL string
 }
 
 // OAuthOptions configure the pool's OAuth. The zero value: tokens in
@@ -174,7 +183,8 @@ func sameOAuth(a, b *OAuthConfig) bool {
 	}
 	return a.ClientID == b.ClientID && a.ClientSecret == b.ClientSecret && a.Grant == b.Grant &&
 		a.TokenEndpointAuthMethod == b.TokenEndpointAuthMethod && slices.Equal(a.Scopes, b.Scopes) &&
-		a.CallbackPort == b.CallbackPort
+		a.CallbackPort == b.CallbackPort && a.PrivateKeyPEM == b.PrivateKeyPEM &&
+		a.SigningAlgorithm == b.SigningAlgorithm && a.ClientMetadataURL == b.ClientMetadataURL
 }
 
 // authenticator holds one key's token and runs its grants.
@@ -327,8 +337,10 @@ func (a *authenticator) refreshLocked(ctx context.Context, rec *tokenstore.Recor
 			Endpoint: oauth2.Endpoint{TokenURL: rec.TokenURL, AuthStyle: oauth2.AuthStyle(rec.AuthStyle)}, Scopes: rec.Scopes}
 		tok, err = cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: rec.RefreshToken}).Token()
 	case a.grant() == GrantClientCredentials && a.cfg != nil && rec.TokenURL != "":
-		cc := a.ccConfig(rec.TokenURL, rec.Scopes, oauth2.AuthStyle(rec.AuthStyle), url.Values{"resource": {rec.URL}})
-		tok, err = cc.Token(ctx)
+		var cc *clientcredentials.Config
+		if cc, err = a.ccConfig(rec.TokenURL, rec.Issuer, rec.Scopes, oauth2.AuthStyle(rec.AuthStyle), url.Values{"resource": {rec.URL}}); err == nil {
+			tok, err = cc.Token(ctx)
+		}
 	default:
 		return nil, errors.New("no refresh token")
 	}
@@ -346,9 +358,27 @@ func (a *authenticator) refreshLocked(ctx context.Context, rec *tokenstore.Recor
 	return &fresh, a.setLocked(&fresh)
 }
 
-func (a *authenticator) ccConfig(tokenURL string, scopes []string, style oauth2.AuthStyle, params url.Values) *clientcredentials.Config {
-	return &clientcredentials.Config{ClientID: a.cfg.ClientID, ClientSecret: a.cfg.ClientSecret,
+// ccConfig is the client credentials grant at tokenURL. With a private key
+// the client authenticates with a fresh assertion for the issuer audience
+// instead of its secret.
+func (a *authenticator) ccConfig(tokenURL, issuer string, scopes []string, style oauth2.AuthStyle, params url.Values) (*clientcredentials.Config, error) {
+	cc := &clientcredentials.Config{ClientID: a.cfg.ClientID, ClientSecret: a.cfg.ClientSecret,
 		TokenURL: tokenURL, Scopes: scopes, AuthStyle: style, EndpointParams: params}
+	if a.cfg.PrivateKeyPEM != "" {
+		audience := issuer
+		if audience == "" {
+			audience = tokenURL
+		}
+		assertion, err := clientAssertion(a.cfg.PrivateKeyPEM, a.cfg.SigningAlgorithm, a.cfg.ClientID, audience)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: client assertion: %w", a.name, err)
+		}
+		for k, v := range assertion {
+			params[k] = v
+		}
+		cc.ClientSecret, cc.AuthStyle = "", oauth2.AuthStyleInParams
+	}
+	return cc, nil
 }
 
 // discover finds the protected-resource and authorization-server metadata
@@ -449,8 +479,8 @@ func (a *authenticator) authStyle(asm *oauthex.AuthServerMeta) oauth2.AuthStyle 
 }
 
 func (a *authenticator) clientCredentialsLocked(ctx context.Context, req *http.Request, challenges []oauthex.Challenge, held *tokenstore.Record) (*tokenstore.Record, error) {
-	if a.cfg == nil || a.cfg.ClientID == "" || a.cfg.ClientSecret == "" {
-		return nil, fmt.Errorf("server %q: the client credentials grant needs a client id and secret", a.name)
+	if a.cfg == nil || a.cfg.ClientID == "" || a.cfg.ClientSecret == "" && a.cfg.PrivateKeyPEM == "" {
+		return nil, fmt.Errorf("server %q: the client credentials grant needs a client id and a secret or private key", a.name)
 	}
 	prm, asm, err := a.discover(ctx, a.key.URL, challenges)
 	if err != nil {
@@ -458,7 +488,10 @@ func (a *authenticator) clientCredentialsLocked(ctx context.Context, req *http.R
 	}
 	scopes := a.scopesFor(challenges, prm, held)
 	style := a.authStyle(asm)
-	cc := a.ccConfig(asm.TokenEndpoint, scopes, style, url.Values{"resource": {prm.Resource}})
+	cc, err := a.ccConfig(asm.TokenEndpoint, asm.Issuer, scopes, style, url.Values{"resource": {prm.Resource}})
+	if err != nil {
+		return nil, err
+	}
 	tok, err := cc.Token(context.WithValue(ctx, oauth2.HTTPClient, a.client))
 	if err != nil {
 		return nil, fmt.Errorf("server %q: client credentials grant: %w", a.name, err)
@@ -502,6 +535,9 @@ func (a *authenticator) authorizationCodeLocked(ctx context.Context, req *http.R
 		AuthorizationCodeFetcher: a.interactive.Fetch,
 		RequestRefreshToken:      true,
 		Client:                   a.client,
+	}
+	if a.cfg != nil && a.cfg.ClientMetadataURL != "" {
+		cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: a.cfg.ClientMetadataURL}
 	}
 	if a.cfg != nil && a.cfg.ClientID != "" {
 		pc := &oauthex.ClientCredentials{ClientID: a.cfg.ClientID}

@@ -69,6 +69,10 @@ type Options struct {
 	// OAuth configures OAuth for HTTP servers (oauth.go); nil: stored
 	// tokens from tokenstore.DefaultDir, nobody to ask.
 	OAuth *OAuthOptions
+	// Elicit answers a server's elicitation/create (go-sdk fills in the
+	// schema's defaults, SEP-1034). nil: the pool does not offer
+	// elicitation, so a server does not ask.
+	Elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 }
 
 // Pool is a pooled MCP client session manager. It is safe for concurrent use.
@@ -586,6 +590,7 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e.onExpiry = func() { p.invalidate(e, reasonExpired) }
 	client := mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() },
+		ElicitationHandler:     p.opts.Elicit,
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			p.progress.route(e, req)
 		},
