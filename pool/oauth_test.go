@@ -3,6 +3,11 @@ package pool_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -200,6 +205,42 @@ func TestOAuthClientCredentials(t *testing.T) {
 				t.Fatalf("client authentication: basic %d, post %d; want all %s", basic, post, method)
 			}
 		})
+	}
+}
+
+// TestOAuthClientCredentialsJWT: a headless agent authenticates with a
+// signed assertion (private_key_jwt, ES256) instead of a secret, a new one
+// for each token request.
+func TestOAuthClientCredentialsJWT(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	as := oauthtest.New(t, time.Hour, "jobs")
+	as.RegisterKeyClient("agent-2", &key.PublicKey)
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir()}})
+	defer p.Close()
+	srv := &pool.Server{Name: "jobs", URL: as.URL, OAuth: &pool.OAuthConfig{
+		Grant: pool.GrantClientCredentials, ClientID: "agent-2", PrivateKeyPEM: keyPEM}}
+	mustWhoami(t, p, srv, "client:agent-2")
+	as.ExpireAll()
+	mustWhoami(t, p, srv, "client:agent-2")
+	if c := as.Snapshot(); c.JWTAuth != 2 || c.ClientCredentials != 2 {
+		t.Fatalf("JWT authentications %d, grants %d; want 2 and 2", c.JWTAuth, c.ClientCredentials)
+	}
+
+	// Another key is refused: the server's 401 comes back.
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ = x509.MarshalPKCS8PrivateKey(other)
+	bad := &pool.Server{Name: "jobs", URL: as.URL, Identity: "impostor", OAuth: &pool.OAuthConfig{
+		Grant: pool.GrantClientCredentials, ClientID: "agent-2", PrivateKeyPEM: string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))}}
+	if _, err := whoami(t, p, bad); err == nil {
+		t.Fatal("a call with an assertion signed by another key succeeded")
 	}
 }
 

@@ -5,12 +5,19 @@ package mcpconfig
 // "authServerMetadataUrl"}) plus what a headless agent needs and Claude
 // Code keeps out of its file: "clientSecret" (write it as ${VAR}), "grant"
 // and "tokenEndpointAuthMethod". A server without "oauth" still gets OAuth
-// when it answers 401 (see pool/oauth.go).
+// when it answers 401 (see pool/oauth.go). For private_key_jwt,
+// "privateKeyFile" names a PEM file relative to the mcp.json and
+// "signingAlgorithm" is ES256 or RS256; "clientMetadataUrl" is the client's
+// Client ID Metadata Document.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -18,7 +25,7 @@ import (
 	"github.com/switchboard-run/switchboard/pool"
 )
 
-var oauthFields = []string{"clientId", "clientSecret", "callbackPort", "scopes", "grant", "tokenEndpointAuthMethod", "authServerMetadataUrl"}
+var oauthFields = []string{"clientId", "clientSecret", "callbackPort", "scopes", "grant", "tokenEndpointAuthMethod", "privateKeyFile", "signingAlgorithm", "clientMetadataUrl", "authServerMetadataUrl"}
 
 func (sp *serverParser) oauth(raw json.RawMessage) (*pool.OAuthConfig, error) {
 	if k := strictjson.Kind(raw); k != "object" {
@@ -31,6 +38,7 @@ func (sp *serverParser) oauth(raw json.RawMessage) (*pool.OAuthConfig, error) {
 		return nil, sp.walkErr(sp.name, err)
 	}
 	o := &pool.OAuthConfig{}
+	wantKey := false
 	for _, m := range ms {
 		field := "oauth." + m.Key
 		if m.Key == "callbackPort" {
@@ -75,16 +83,46 @@ func (sp *serverParser) oauth(raw json.RawMessage) (*pool.OAuthConfig, error) {
 			}
 			o.Grant = v
 		case "tokenEndpointAuthMethod":
-			if v != pool.AuthMethodBasic && v != pool.AuthMethodPost {
-				return nil, sp.fail(field, v, "unknown method %s; want %q or %q", strconv.Quote(v), pool.AuthMethodBasic, pool.AuthMethodPost)
+			switch v {
+			case pool.AuthMethodBasic, pool.AuthMethodPost:
+				o.TokenEndpointAuthMethod = v
+			case pool.AuthMethodPrivateKeyJWT:
+				wantKey = true // the key itself selects it
+			default:
+				return nil, sp.fail(field, v, "unknown method %s; want %q, %q or %q", strconv.Quote(v), pool.AuthMethodBasic, pool.AuthMethodPost, pool.AuthMethodPrivateKeyJWT)
 			}
-			o.TokenEndpointAuthMethod = v
+		case "privateKeyFile":
+			path := v
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(sp.base(), path)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return nil, &ConfigError{File: sp.file, Server: sp.name, Field: field, Value: s, Msg: "cannot read " + path, Err: errors.Unwrap(err)}
+			}
+			if !bytes.Contains(data, []byte("PRIVATE KEY-----")) {
+				return nil, sp.fail(field, s, "%s is not a PEM private key", path)
+			}
+			o.PrivateKeyPEM = string(data)
+		case "signingAlgorithm":
+			if v != "ES256" && v != "RS256" {
+				return nil, sp.fail(field, v, `unknown algorithm %s; want "ES256" or "RS256"`, strconv.Quote(v))
+			}
+			o.SigningAlgorithm = v
+		case "clientMetadataUrl":
+			if u, err := url.Parse(v); err != nil || u.Scheme != "https" || u.Path == "" || u.Path == "/" {
+				return nil, sp.fail(field, v, "want an https URL with a path (the client's metadata document)")
+			}
+			o.ClientMetadataURL = v
 		case "authServerMetadataUrl":
 			sp.ignored = append(sp.ignored, fmt.Sprintf("%s: server %q: field %q is ignored: the authorization server is found from the server's protected-resource metadata", sp.file, sp.name, field))
 		}
 	}
-	if o.Grant == pool.GrantClientCredentials && (o.ClientID == "" || o.ClientSecret == "") {
-		return nil, sp.fail("oauth.grant", o.Grant, "the client_credentials grant needs oauth.clientId and oauth.clientSecret")
+	if wantKey && o.PrivateKeyPEM == "" {
+		return nil, sp.fail("oauth.tokenEndpointAuthMethod", pool.AuthMethodPrivateKeyJWT, "private_key_jwt needs oauth.privateKeyFile")
+	}
+	if o.Grant == pool.GrantClientCredentials && (o.ClientID == "" || o.ClientSecret == "" && o.PrivateKeyPEM == "") {
+		return nil, sp.fail("oauth.grant", o.Grant, "the client_credentials grant needs oauth.clientId and oauth.clientSecret or oauth.privateKeyFile")
 	}
 	return o, nil
 }

@@ -2,6 +2,8 @@ package mcpconfig
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,6 +32,29 @@ func TestOAuthField(t *testing.T) {
 	}
 }
 
+func TestOAuthPrivateKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	pem := "-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n"
+	if err := os.WriteFile(filepath.Join(dir, "agent.pem"), []byte(pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(filepath.Join(dir, "mcp.json"), []byte(`{"servers":{"jobs":{"url":"https://jobs.example/mcp","oauth":{
+		"grant":"client_credentials","clientId":"agent","privateKeyFile":"agent.pem","signingAlgorithm":"ES256","tokenEndpointAuthMethod":"private_key_jwt"}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.Servers[0].OAuth; o.PrivateKeyPEM != pem || o.SigningAlgorithm != "ES256" {
+		t.Fatalf("oauth = %+v", o)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "not.pem"), []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse(filepath.Join(dir, "mcp.json"), []byte(`{"servers":{"jobs":{"url":"https://jobs.example/mcp","oauth":{"privateKeyFile":"not.pem"}}}}`), nil)
+	if ce, ok := errors.AsType[*ConfigError](err); !ok || ce.Field != "oauth.privateKeyFile" {
+		t.Fatalf("err = %v, want a ConfigError on oauth.privateKeyFile", err)
+	}
+}
+
 func TestOAuthFieldErrors(t *testing.T) {
 	for _, tc := range []struct{ body, field string }{
 		{`{"url":"https://x/mcp","oauth":"yes"}`, "oauth"},
@@ -41,6 +66,9 @@ func TestOAuthFieldErrors(t *testing.T) {
 		{`{"url":"https://x/mcp","oauth":{"tokenEndpointAuthMethod":"private_key_jwt"}}`, "oauth.tokenEndpointAuthMethod"},
 		{`{"url":"https://x/mcp","oauth":{"scopes":" "}}`, "oauth.scopes"},
 		{`{"command":"x","oauth":{}}`, "oauth"},
+		{`{"url":"https://x/mcp","oauth":{"privateKeyFile":"missing.pem"}}`, "oauth.privateKeyFile"},
+		{`{"url":"https://x/mcp","oauth":{"signingAlgorithm":"HS256"}}`, "oauth.signingAlgorithm"},
+		{`{"url":"https://x/mcp","oauth":{"clientMetadataUrl":"http://x/client.json"}}`, "oauth.clientMetadataUrl"},
 	} {
 		_, err := Parse("mcp.json", []byte(`{"mcpServers":{"s":`+tc.body+`}}`), nil)
 		ce, ok := errors.AsType[*ConfigError](err)

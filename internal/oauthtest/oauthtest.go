@@ -14,10 +14,12 @@ package oauthtest
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -51,13 +53,14 @@ type Server struct {
 // Counts are what the servers saw, for tests to assert on.
 type Counts struct {
 	Registrations, Authorizations, CodeExchanges, Refreshes, ClientCredentials, Revocations int
-	BasicAuth, PostAuth                                                                     int // client authentications at /token, by method
+	BasicAuth, PostAuth, JWTAuth                                                            int // client authentications at /token, by method
 	MCPUnauthorized                                                                         int // 401 and 403 answers of the MCP endpoint
 }
 
 type client struct {
 	id, secret string
 	redirects  []string
+	key        *ecdsa.PublicKey // private_key_jwt
 }
 
 type grant struct {
@@ -105,6 +108,43 @@ func (s *Server) RegisterClient(id, secret string, redirects ...string) {
 	s.mu.Lock()
 	s.clients[id] = &client{id: id, secret: secret, redirects: redirects}
 	s.mu.Unlock()
+}
+
+// RegisterKeyClient pre-registers a client that authenticates with
+// private_key_jwt, ES256, with key.
+func (s *Server) RegisterKeyClient(id string, key *ecdsa.PublicKey) {
+	s.mu.Lock()
+	s.clients[id] = &client{id: id, key: key}
+	s.mu.Unlock()
+}
+
+// verifyAssertion checks a private_key_jwt client assertion (RFC 7523
+// §3): signature, issuer and subject the client, audience the issuer, not
+// expired. It returns the client id.
+func (s *Server) verifyAssertionLocked(assertion string) (string, bool) {
+	parts := strings.Split(assertion, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	payload, err1 := base64.RawURLEncoding.DecodeString(parts[1])
+	sig, err2 := base64.RawURLEncoding.DecodeString(parts[2])
+	var claims struct {
+		Iss, Sub, Aud string
+		Exp           int64
+	}
+	if err1 != nil || err2 != nil || len(sig) != 64 || json.Unmarshal(payload, &claims) != nil {
+		return "", false
+	}
+	c := s.clients[claims.Iss]
+	if c == nil || c.key == nil || claims.Sub != claims.Iss || claims.Aud != s.AS.URL || time.Unix(claims.Exp, 0).Before(time.Now()) {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	r, sv := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+	if !ecdsa.Verify(c.key, sum[:], r, sv) {
+		return "", false
+	}
+	return c.id, true
 }
 
 // Snapshot returns the counts so far.
@@ -309,12 +349,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.clients[id]
-	if c == nil || c.secret != secret {
+	if r.PostForm.Get("client_assertion_type") == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+		var ok bool
+		if id, ok = s.verifyAssertionLocked(r.PostForm.Get("client_assertion")); !ok {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
+			return
+		}
+		secret = "(assertion)"
+		s.Counts.JWTAuth++
+	} else if c := s.clients[id]; c == nil || c.key != nil || c.secret != secret {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
 		return
-	}
-	if secret != "" {
+	} else if secret != "" {
 		if basic {
 			s.Counts.BasicAuth++
 		} else {
