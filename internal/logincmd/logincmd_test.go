@@ -104,6 +104,16 @@ func TestLoginCallLogout(t *testing.T) {
 		t.Fatalf("call with the stored token: %v", err)
 	}
 
+	states, err := AuthStates(cfg, "", dir)
+	if err != nil || len(states) != 1 || !states[0].SignedIn || !states[0].Refresh || states[0].Issuer != as.AS.URL || states[0].Scopes[0] != "notes" {
+		t.Fatalf("AuthStates = %+v, %v", states, err)
+	}
+	var table bytes.Buffer
+	WriteAuthStates(&table, states)
+	if !strings.Contains(table.String(), "remote") || !strings.Contains(table.String(), "signed in at "+as.AS.URL) || strings.Contains(table.String(), tokenOfFile(t, files[0])) {
+		t.Fatalf("status table: %q", table.String())
+	}
+
 	// A second login finds the token working and asks nobody.
 	code, out = login(t, "--config", cfg, "--token-dir", dir, "remote")
 	if code != 0 || !strings.Contains(out, "Already signed in to remote") || strings.Contains(out, "open this URL") {
@@ -113,6 +123,9 @@ func TestLoginCallLogout(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := Logout(context.Background(), []string{"--config", cfg, "--token-dir", dir, "remote"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("logout: exit %d: %s", code, stderr.String())
+	}
+	if states, _ := AuthStates(cfg, "", dir); states[0].SignedIn {
+		t.Fatalf("still signed in after logout: %+v", states)
 	}
 	if !strings.Contains(stdout.String(), "Signed out of remote (revoked at the authorization server)") || as.Snapshot().Revocations != 2 {
 		t.Fatalf("logout: %q, revocations %d", stdout.String(), as.Snapshot().Revocations)
@@ -154,4 +167,18 @@ func TestLoginBadInput(t *testing.T) {
 	if code := Login(context.Background(), []string{"--help"}, nil, &stdout, io.Discard); code != 0 || !strings.Contains(stdout.String(), "usage: switchboard login") {
 		t.Errorf("--help: exit %d, %q", code, stdout.String())
 	}
+}
+
+func tokenOfFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(data), `"access_token":"`)
+	tok, _, _ := strings.Cut(rest, `"`)
+	if tok == "" {
+		t.Fatal("no access token in the file")
+	}
+	return tok
 }
