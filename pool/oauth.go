@@ -254,9 +254,23 @@ func (a *authenticator) current(ctx context.Context) *tokenstore.Record {
 	return rec
 }
 
+// expiring reports whether r should be refreshed before it is sent: it
+// expires within refreshMargin, or within half its lifetime for a token
+// that lives less than twice the margin (else every request would refresh
+// it).
 func expiring(r *tokenstore.Record) bool {
-	return !r.Expiry.IsZero() && time.Until(r.Expiry) < refreshMargin
+	if r.Expiry.IsZero() {
+		return false
+	}
+	margin := refreshMargin
+	if !r.Obtained.IsZero() {
+		margin = min(margin, r.Expiry.Sub(r.Obtained)/2)
+	}
+	return r.Expiry.Sub(oauthNow()) < margin
 }
+
+// oauthNow is the clock of token expiry; tests move it.
+var oauthNow = time.Now
 
 // loadLocked reads the stored record; a.flow held.
 func (a *authenticator) loadLocked() *tokenstore.Record {
@@ -348,7 +362,7 @@ func (a *authenticator) refreshLocked(ctx context.Context, rec *tokenstore.Recor
 		return nil, fmt.Errorf("server %q: refreshing the token: %w", a.name, err)
 	}
 	fresh := *rec
-	fresh.AccessToken, fresh.TokenType, fresh.Expiry = tok.AccessToken, tok.TokenType, tok.Expiry
+	fresh.AccessToken, fresh.TokenType, fresh.Expiry, fresh.Obtained = tok.AccessToken, tok.TokenType, tok.Expiry, oauthNow()
 	if tok.RefreshToken != "" {
 		fresh.RefreshToken = tok.RefreshToken // rotated (OAuth 2.1 §4.3.1)
 	}
@@ -505,7 +519,7 @@ func (a *authenticator) record(tok *oauth2.Token, asm *oauthex.AuthServerMeta, t
 		URL: a.key.URL, Identity: a.key.Identity, TokenURL: tokenURL,
 		ClientID: clientID, ClientSecret: secret, AuthStyle: int(style),
 		Scopes: asked, AccessToken: tok.AccessToken, TokenType: tok.TokenType,
-		RefreshToken: tok.RefreshToken, Expiry: tok.Expiry,
+		RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Obtained: oauthNow(),
 	}
 	if asm != nil {
 		rec.Issuer, rec.RevocationURL = asm.Issuer, asm.RevocationEndpoint

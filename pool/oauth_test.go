@@ -284,3 +284,50 @@ func tokenOf(t *testing.T, data []byte) string {
 	}
 	return string(tok)
 }
+
+// TestOAuthRefreshBeforeExpiry: a token about to expire is refreshed before
+// it is sent, so the server never refuses it; a token far from expiry is
+// sent as it is.
+func TestOAuthRefreshBeforeExpiry(t *testing.T) {
+	as := oauthtest.New(t, time.Hour)
+	b := &browser{user: "alice"}
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir(), Interactive: b.interactive()}})
+	defer p.Close()
+	srv := &pool.Server{Name: "remote", URL: as.URL}
+	mustWhoami(t, p, srv, "alice")
+	mustWhoami(t, p, srv, "alice")
+	before := as.Snapshot()
+	if before.MCPUnauthorized != 1 || before.Refreshes != 0 {
+		t.Fatalf("after sign-in and a call: %+v; want the one 401 that started it and no refresh", before)
+	}
+
+	// Ten seconds before the hour is up (the server's clock has not moved:
+	// it would still accept the token).
+	restore := pool.SetOAuthNow(func() time.Time { return time.Now().Add(time.Hour - 10*time.Second) })
+	mustWhoami(t, p, srv, "alice")
+	restore()
+	after := as.Snapshot()
+	if after.Refreshes != 1 || after.MCPUnauthorized != 1 || after.Authorizations != 1 {
+		t.Fatalf("call near expiry: %+v; want one refresh and no new 401 or sign-in", after)
+	}
+	mustWhoami(t, p, srv, "alice")
+	if c := as.Snapshot(); c.Refreshes != 1 {
+		t.Fatalf("call with the fresh token: %+v; want no further refresh", c)
+	}
+}
+
+// TestOAuthStaticAuthorizationWins: a server configured with its own
+// Authorization header gets no OAuth: its 401 is returned as it came.
+func TestOAuthStaticAuthorizationWins(t *testing.T) {
+	as := oauthtest.New(t, time.Hour)
+	b := &browser{user: "alice"}
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir(), Interactive: b.interactive()}})
+	defer p.Close()
+	_, err := whoami(t, p, &pool.Server{Name: "remote", URL: as.URL, Headers: map[string]string{"Authorization": "Bearer static"}})
+	if pe, ok := errors.AsType[*pool.Error](err); !ok || pe.Status != http.StatusUnauthorized {
+		t.Fatalf("err = %v, want the server's 401", err)
+	}
+	if c := as.Snapshot(); c.Authorizations != 0 || b.opens != 0 {
+		t.Fatalf("the pool signed in over a configured Authorization header: %+v", c)
+	}
+}

@@ -52,6 +52,7 @@ type Record struct {
 	TokenType     string    `json:"token_type,omitempty"`
 	RefreshToken  string    `json:"refresh_token,omitempty"`
 	Expiry        time.Time `json:"expiry,omitzero"`
+	Obtained      time.Time `json:"obtained,omitzero"` // when the access token was issued to us
 	RevocationURL string    `json:"revocation_url,omitempty"`
 }
 
