@@ -1,6 +1,7 @@
 package delegation
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +98,11 @@ func FromMeta(meta map[string]any) (c Chain, ok bool, err error) {
 	if !ok {
 		return Chain{}, false, nil
 	}
+	if v == nil {
+		// null: a chain with nothing on it yet, as a JSON decoder of a
+		// Chain reads it.
+		return Chain{}, true, nil
+	}
 	obj, isObj := v.(map[string]any)
 	if !isObj {
 		return Chain{}, true, fmt.Errorf("%w: _meta %q must be an object, got %s", ErrMalformed, MetaKey, jsonKind(v))
@@ -168,6 +174,28 @@ func FromMetaJSON(raw json.RawMessage) (Chain, error) {
 	}
 	c, _, err := FromMeta(map[string]any{MetaKey: v})
 	return c, err
+}
+
+// RefuseUnreadable is the refusal of a tools/call to agent whose chain
+// member (raw, as it came) cannot be read, or "" when it can (or there is
+// none): the text an agent returns as the call's tool error. A server
+// runs it on the raw body before decoding it, so a forged chain of a
+// million names costs a length comparison; cycles and depth are checked
+// later, on the decoded chain, by Enter.
+func RefuseUnreadable(agent, tool string, raw json.RawMessage) string {
+	if raw == nil {
+		return ""
+	}
+	if _, err := FromMetaJSON(raw); err != nil {
+		// A glimpse of the chain, never all of it: it is the client's.
+		var shown bytes.Buffer
+		if json.Compact(&shown, raw[:min(len(raw), MaxChainBytes)]) != nil {
+			shown.Reset()
+			shown.Write(raw[:min(len(raw), MaxChainBytes)])
+		}
+		return fmt.Sprintf("agent %s refused the call to %s: the delegation chain %s cannot be read: %v", agent, truncate(tool, 128), truncate(shown.String(), 256), err)
+	}
+	return ""
 }
 
 func jsonKind(v any) string {

@@ -31,7 +31,8 @@ type model struct {
 	baseURL string // redacted, for display; empty for the builtin model
 	name    string
 	client  *openai.Client
-	err     error // why the settings cannot be used; returned by Ask
+	err     error  // why the settings cannot be used; returned by Ask
+	apiKey  string // only to scrub it from the endpoint's errors
 }
 
 func resolveModel(def *agentdef.Definition, opts *Options) model {
@@ -66,6 +67,7 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 			return m
 		}
 	}
+	m.apiKey = key
 	cfg := openai.DefaultConfig(key) // an empty key sends no Authorization header (Ollama, vLLM)
 	cfg.BaseURL = baseURL
 	if opts.HTTPClient != nil {

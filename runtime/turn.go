@@ -18,6 +18,8 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // Status says whether a turn did its task; see Result.Status.
@@ -132,6 +134,9 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 		Tools:    modelTools(tools),
 	}
 	maxSteps := cmp.Or(a.opts.MaxSteps, a.def.MaxSteps, DefaultMaxSteps)
+	perStep := cmp.Or(a.def.MaxCallsPerStep, agentdef.DefaultMaxCallsPerStep)
+	perTurn := cmp.Or(a.def.MaxCallsPerTurn, agentdef.DefaultMaxCallsPerTurn)
+	made := 0 // delegations run this turn
 	for res.Steps < maxSteps {
 		res.Steps++
 		resp, err := a.chat(ctx, req, res.Steps)
@@ -140,7 +145,10 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 				return res, ctx.Err()
 			}
 			name, where := a.Model()
-			return res, fmt.Errorf("%w: model %q at %s, step %d: %w", ErrModel, name, where, res.Steps, err)
+			// The endpoint's error body may echo the key it was sent
+			// ("Incorrect API key provided: sk-..."); the error goes into a
+			// tool result and logs, so it is scrubbed like a log line.
+			return res, fmt.Errorf("%w: model %q at %s, step %d: %w", ErrModel, name, where, res.Steps, logging.RedactError(err, a.model.apiKey))
 		}
 		if len(resp.Choices) == 0 {
 			return res, fmt.Errorf("%w: step %d: the response has no choices", ErrModel, res.Steps)
@@ -167,10 +175,22 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 			tc.Index = nil // only meaningful in stream chunks
 			calls[i] = delegation.Call{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 		}
-		a.log.Info("delegating", "run", chain.RunID, "step", res.Steps, "calls", len(calls))
-		results := exec.Run(ctx, calls)
+		// The caps: the calls past them are not made; each still gets a
+		// tool message (the API requires one per call) that says why, so
+		// the model can go on with what it has.
+		allowed := min(len(calls), perStep, max(0, perTurn-made))
+		made += allowed
+		a.log.Info("delegating", "run", chain.RunID, "step", res.Steps, "calls", allowed, "refused", len(calls)-allowed)
+		results := exec.Run(ctx, calls[:allowed])
 		if err := ctx.Err(); err != nil {
 			return res, err
+		}
+		for _, c := range calls[allowed:] {
+			why := fmt.Sprintf("not called: this step asked for %d tool calls and an agent makes at most %d per step (max_calls_per_step)", len(calls), perStep)
+			if made >= perTurn {
+				why = fmt.Sprintf("not called: this turn has made %d tool calls, the most it may (max_calls_per_turn); answer with what you have", made)
+			}
+			results = append(results, delegation.Result{CallID: c.ID, Name: c.Name, Content: why, IsError: true})
 		}
 		req.Messages = append(req.Messages, openai.ChatCompletionMessage{
 			Role: openai.ChatMessageRoleAssistant, Content: msg.Content, ToolCalls: msg.ToolCalls,

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,7 +328,8 @@ func TestModelErrorKeepsTheKeySecret(t *testing.T) {
 		gotAuth = r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
-		w.Write([]byte(`{"error":{"message":"invalid api key","type":"invalid_request_error"}}`))
+		// Real endpoints echo what they were sent.
+		w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + r.Header.Get("Authorization") + `","type":"invalid_request_error"}}`))
 	}))
 	t.Cleanup(ts.Close)
 	def := oracle(ts.URL + "/v1")
@@ -359,5 +362,40 @@ func TestMissingAPIKey(t *testing.T) {
 	_, err := a.Ask(t.Context(), "hi", chain)
 	if !errors.Is(err, runtime.ErrNoModel) || !strings.Contains(err.Error(), "$ORACLE_KEY") {
 		t.Errorf("err = %v, want ErrNoModel naming $ORACLE_KEY", err)
+	}
+}
+
+// TestDelegationCaps: one step asking for more calls than max_calls_per_step
+// runs only that many, and a turn stops delegating at max_calls_per_turn;
+// every call past a cap still gets a tool message that says why, and the
+// sibling never sees it.
+func TestDelegationCaps(t *testing.T) {
+	var ran atomic.Int64
+	srv := scriptedPackrat(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ran.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	many := func(n int) step {
+		var calls []openai.ToolCall
+		for i := range n {
+			calls = append(calls, toolCall(fmt.Sprintf("c%d", i), "packrat__store_note", `{"text":"x"}`))
+		}
+		return step{reply: openai.ChatCompletionMessage{ToolCalls: calls}}
+	}
+	answer := step{reply: openai.ChatCompletionMessage{Content: "done"}}
+	model := newScriptedModel(t, many(1000), many(10), many(10), answer)
+	def := oracle(model.URL, srv)
+	def.MaxCallsPerStep, def.MaxCallsPerTurn = 8, 12
+	a := newAgent(t, def, nil)
+	res, err := a.Run(t.Context(), "fan out", chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Step 1: 8 of 1000; step 2: 4 more reach the turn's 12; step 3: none.
+	if got := ran.Load(); got != 12 || len(res.Delegations) != 12 {
+		t.Fatalf("the sibling ran %d calls, %d delegations recorded; want 12 (max_calls_per_turn)", got, len(res.Delegations))
+	}
+	if res.Answer != "done" || res.Steps != 4 {
+		t.Fatalf("answer %q after %d steps", res.Answer, res.Steps)
 	}
 }

@@ -19,4 +19,6 @@ var (
 	// errNewerSchema: the database was written by a newer packrat; opening
 	// it with this one could lose what the newer one stored.
 	errNewerSchema = errors.New("newer than this packrat understands")
+	// errSymlink: a data path is a symbolic link out of its directory.
+	errSymlink = errors.New("refusing a data path that is a symbolic link out of its directory")
 )

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -75,7 +77,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open packrat store: path %q must not contain '?' or '#'", path)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := securePaths(path); err != nil {
 		return nil, fmt.Errorf("open packrat store: %w", err)
 	}
 	// WAL lets searches run while a store commits. synchronous=FULL makes a
@@ -94,7 +96,76 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open packrat store %s: %w", path, err)
 	}
+	// SQLite gives the WAL and shared-memory files the database's mode;
+	// set it anyway, whatever created them.
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Chmod(path+suffix, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			db.Close()
+			return nil, fmt.Errorf("open packrat store %s: %w", path, err)
+		}
+	}
 	return &store{db: db, now: time.Now}, nil
+}
+
+// The archive holds whatever a user asked to remember: its directory is
+// 0700 and its files 0600, whatever the umask and whatever mode a directory
+// that already existed had; and it is never reached through a symbolic link
+// that leads out of its directory, which would let whoever can write the
+// parent put the notes somewhere else.
+
+// securePaths prepares the directory of the database at path and the
+// database file itself.
+func securePaths(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := refuseEscapingLink(dir, filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := refuseEscapingLink(p, dir); err != nil {
+			return err
+		}
+	}
+	// Created here, not by SQLite, so that the mode is ours from the first
+	// byte; O_NOFOLLOW: a link put in place since the check is not followed.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(0o600)
+}
+
+// refuseEscapingLink returns errSymlink when path is a symbolic link whose
+// target is not inside within.
+func refuseEscapingLink(path, within string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w (%w)", path, errSymlink, err)
+	}
+	base, err := filepath.EvalSymlinks(within)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(base, target); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || rel == "." {
+		return fmt.Errorf("%s is a symbolic link to %s, outside %s: %w", path, target, within, errSymlink)
+	}
+	return nil
 }
 
 // Close closes the database. It is safe to call more than once.

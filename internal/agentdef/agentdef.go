@@ -53,6 +53,12 @@ type Definition struct {
 	// MaxDepth bounds the delegation chain this agent accepts (default
 	// delegation.DefaultMaxDepth).
 	MaxDepth int
+	// MaxCallsPerStep and MaxCallsPerTurn bound the delegations one model
+	// step, and one whole turn, may make (defaults DefaultMaxCallsPerStep
+	// and DefaultMaxCallsPerTurn): a model, or a task written to make it,
+	// must not fan out into thousands of calls.
+	MaxCallsPerStep int
+	MaxCallsPerTurn int
 	// AllowStdio permits starting stdio servers declared in tools/mcp.json.
 	AllowStdio bool
 	// MCP is tools/mcp.json; an agent without one has an empty Config.
@@ -75,6 +81,11 @@ const (
 	DefaultMaxSteps = 10
 	MaxMaxSteps     = 100
 	MaxMaxDepth     = delegation.MaxChainDepth
+	// A step of a careful plan calls a handful of tools; a turn, a few
+	// dozen.
+	DefaultMaxCallsPerStep = 16
+	DefaultMaxCallsPerTurn = 64
+	MaxMaxCalls            = 1000
 )
 
 // File names inside an agent's folder.
@@ -88,14 +99,17 @@ const (
 var agentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 var (
-	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "allow_stdio"}
+	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "max_calls_per_step", "max_calls_per_turn", "allow_stdio"}
 	modelFields = []string{"base_url", "name", "api_key_env"}
 )
 
 // Load reads the agent in dir: dir/agent.json and, if present,
 // dir/tools/mcp.json. Errors in agent.json are [*Error]s; errors in
 // tools/mcp.json are [*mcpconfig.ConfigError]s. Both name the file.
-func Load(dir string) (*Definition, error) {
+func Load(dir string) (*Definition, error) { return LoadWith(dir, os.LookupEnv) }
+
+// LoadWith is Load with tools/mcp.json's variables looked up by lookup.
+func LoadWith(dir string, lookup func(string) (string, bool)) (*Definition, error) {
 	path := filepath.Join(dir, DefinitionFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -116,7 +130,7 @@ func Load(dir string) (*Definition, error) {
 	d.Dir = dir
 
 	mcpPath := filepath.Join(dir, filepath.FromSlash(MCPFile))
-	d.MCP, err = mcpconfig.Load(mcpPath)
+	d.MCP, err = mcpconfig.LoadWith(mcpPath, lookup)
 	if errors.Is(err, fs.ErrNotExist) {
 		d.MCP, err = &mcpconfig.Config{Path: mcpPath}, nil
 	}
@@ -129,7 +143,10 @@ func Load(dir string) (*Definition, error) {
 // LoadAll loads every agents/<name>/ under agentsDir that has an agent.json,
 // sorted by name. Other folders (Go packages, for example) are skipped. The
 // first agent that fails to load fails LoadAll; its error names the file.
-func LoadAll(agentsDir string) ([]*Definition, error) {
+func LoadAll(agentsDir string) ([]*Definition, error) { return LoadAllWith(agentsDir, os.LookupEnv) }
+
+// LoadAllWith is LoadAll with tools/mcp.json's variables looked up by lookup.
+func LoadAllWith(agentsDir string, lookup func(string) (string, bool)) ([]*Definition, error) {
 	entries, err := os.ReadDir(agentsDir) // sorted by file name, which is the agent name
 	if err != nil {
 		return nil, err
@@ -144,7 +161,7 @@ func LoadAll(agentsDir string) ([]*Definition, error) {
 		if _, err := os.Stat(filepath.Join(dir, DefinitionFile)); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		d, err := Load(dir)
+		d, err := LoadWith(dir, lookup)
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +199,8 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 		return nil, err
 	}
 
-	d := &Definition{MaxSteps: DefaultMaxSteps, MaxDepth: delegation.DefaultMaxDepth}
+	d := &Definition{MaxSteps: DefaultMaxSteps, MaxDepth: delegation.DefaultMaxDepth,
+		MaxCallsPerStep: DefaultMaxCallsPerStep, MaxCallsPerTurn: DefaultMaxCallsPerTurn}
 	has := make(map[string]bool)
 	for _, m := range ms {
 		has[m.Key] = true
@@ -202,6 +220,10 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 			d.MaxSteps, err = p.int(m.Key, m.Raw, 1, MaxMaxSteps)
 		case "max_depth":
 			d.MaxDepth, err = p.int(m.Key, m.Raw, 1, MaxMaxDepth)
+		case "max_calls_per_step":
+			d.MaxCallsPerStep, err = p.int(m.Key, m.Raw, 1, MaxMaxCalls)
+		case "max_calls_per_turn":
+			d.MaxCallsPerTurn, err = p.int(m.Key, m.Raw, 1, MaxMaxCalls)
 		case "allow_stdio":
 			d.AllowStdio, err = p.bool(m.Key, m.Raw)
 		default:

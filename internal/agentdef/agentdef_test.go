@@ -59,6 +59,9 @@ func TestLoad(t *testing.T) {
 		MaxSteps:     25,
 		MaxDepth:     2,
 		AllowStdio:   true,
+		// The defaults; the test file sets neither.
+		MaxCallsPerStep: agentdef.DefaultMaxCallsPerStep,
+		MaxCallsPerTurn: agentdef.DefaultMaxCallsPerTurn,
 		MCP: &mcpconfig.Config{
 			Path: filepath.Join(dir, "tools", "mcp.json"),
 			Servers: []*mcpconfig.Server{
@@ -84,13 +87,15 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &agentdef.Definition{
-		Dir:         dir,
-		Name:        "scout",
-		Description: "Looks around.",
-		Model:       agentdef.Model{Name: "builtin"},
-		MaxSteps:    10,
-		MaxDepth:    delegation.DefaultMaxDepth,
-		MCP:         &mcpconfig.Config{Path: filepath.Join(dir, "tools", "mcp.json")},
+		Dir:             dir,
+		Name:            "scout",
+		Description:     "Looks around.",
+		Model:           agentdef.Model{Name: "builtin"},
+		MaxSteps:        10,
+		MaxDepth:        delegation.DefaultMaxDepth,
+		MaxCallsPerStep: agentdef.DefaultMaxCallsPerStep,
+		MaxCallsPerTurn: agentdef.DefaultMaxCallsPerTurn,
+		MCP:             &mcpconfig.Config{Path: filepath.Join(dir, "tools", "mcp.json")},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load:\n got %+v\nwant %+v", got, want)
@@ -117,9 +122,9 @@ func TestLoadErrors(t *testing.T) {
 		{"top level not an object", `"packrat"`,
 			"", `: want a JSON object at the top level, got string`},
 		{"unknown field", minimal(`, "$schema": "https://example.com/agent.schema.json"`),
-			"", `: field "$schema": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, allow_stdio`},
+			"", `: field "$schema": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio`},
 		{"camelCase field", minimal(`, "maxSteps": 5`),
-			"", `: field "maxSteps": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, allow_stdio; did you mean "max_steps"?`},
+			"", `: field "maxSteps": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio; did you mean "max_steps"?`},
 		{"duplicate field", minimal(`, "max_steps": 5, "max_steps": 6`),
 			"", `: field "max_steps": duplicate field`},
 		{"name missing", `{"description": "Keeps notes."}`,

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
 )
 
 // The delegation chain is checked in receiving middleware rather than in each
@@ -75,6 +76,16 @@ func chainMiddleware(agent string, maxDepth int, logger *slog.Logger, self *self
 			}
 			return next(WithChain(withRun(ctx, entered.RunID), entered), method, req)
 		}
+	}
+}
+
+// refuseUnreadableChain is the chain check's first half, run by the
+// middleware on the raw _meta before go-sdk decodes the body (see
+// delegation.RefuseUnreadable); cycles and depth are checked in
+// chainMiddleware, on the decoded chain.
+func refuseUnreadableChain(agent string) func(*mcphttp.Message) string {
+	return func(m *mcphttp.Message) string {
+		return delegation.RefuseUnreadable(agent, m.Tool, m.Meta[delegation.MetaKey])
 	}
 }
 

@@ -174,6 +174,7 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		// closed already; close it anyway, so the table and go-sdk never
 		// disagree about what is open.
 		OnSessionExpired: s.closeSession,
+		RefuseCall:       refuseUnreadableChain(def.Name),
 		Budget:           s.budget,
 		Logger:           logger,
 	})
@@ -243,6 +244,11 @@ func prepareDataDir(dir, name string) (string, error) {
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return "", fmt.Errorf("agent %s: creating the data directory: %w", name, err)
+	}
+	// Whatever mode a directory that already existed had: it holds what
+	// the agent was asked to keep.
+	if err := os.Chmod(abs, 0o700); err != nil {
+		return "", fmt.Errorf("agent %s: data directory %s: %w", name, abs, err)
 	}
 	return abs, nil
 }

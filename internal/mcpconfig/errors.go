@@ -3,6 +3,8 @@ package mcpconfig
 import (
 	"strconv"
 	"strings"
+
+	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // A ConfigError is a problem with one mcp.json. It names the file and, when
@@ -54,7 +56,11 @@ func (e *ConfigError) Error() string {
 	if e.Err != nil {
 		b.WriteString(": " + e.Err.Error())
 	}
-	return b.String()
+	// A message may quote a value after expansion (an invalid URL), which
+	// can hold a secret from the environment; the rendering goes wherever
+	// the error goes (stderr, an agent's last_error, the studio's API), so
+	// it gets the logs' redaction.
+	return logging.Scrub(b.String())
 }
 
 // Unwrap returns the underlying cause, so that errors.Is(err,

@@ -82,7 +82,12 @@ type Config struct {
 // process environment. When the file cannot be read the error is a
 // [*ConfigError] wrapping the cause, so errors.Is(err, fs.ErrNotExist)
 // tells a missing file apart.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, os.LookupEnv) }
+
+// LoadWith is Load with variables looked up by lookup instead of in the
+// environment: the studio resolves ${SWITCHBOARD_STUDIO_URL} to its own
+// address when it reads its agents' files.
+func LoadWith(path string, lookup func(string) (string, bool)) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -91,7 +96,7 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, &ConfigError{File: path, Msg: "cannot read file", Err: err}
 	}
-	return Parse(path, data, os.LookupEnv)
+	return Parse(path, data, lookup)
 }
 
 // Parse parses data as the mcp.json at path (path is used in errors), looking

@@ -32,6 +32,10 @@ type bodyResult struct {
 // by doubling, each growth taken from the budget before it is made.
 const minBodyBuffer = 16 << 10
 
+// metaEntryBytes is what one _meta member costs in the parsed message's
+// map, for the budget.
+const metaEntryBytes = 64
+
 // smallBody is the size up to which a body may also use the budget's
 // reserve: a flood of large bodies cannot shut out ordinary calls, which are
 // a few kB.
@@ -124,11 +128,9 @@ func readBody(w http.ResponseWriter, r *http.Request, b *Budget, maxBody int64) 
 	if rpcErr != nil {
 		return &bodyResult{msg: msg, status: http.StatusBadRequest, rpcErr: rpcErr}, held
 	}
-	// The parsed members are copies; they are held as long as the body.
-	extra := int64(len(msg.Arguments))
-	for k, v := range msg.Meta {
-		extra += int64(len(k) + len(v))
-	}
+	// The parsed members are slices of the body; the _meta map's entries
+	// are what parsing adds, held as long as the body.
+	extra := int64(len(msg.Meta)) * metaEntryBytes
 	if !b.reserve(extra, int64(len(body))+extra <= smallBody) {
 		return refuse(http.StatusServiceUnavailable, msg.ID, CodeServerOverloaded, "server overloaded: %v; try again", ErrOverBudget), held
 	}

@@ -3,6 +3,7 @@ package mcphttp_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,10 +12,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
 
 // budgetServer serves h behind the budget's listener and handler, as the
@@ -262,6 +266,84 @@ func waitFor(t *testing.T, cond func() bool) {
 		case <-ctx.Done():
 			t.Fatal("condition not reached within 10s")
 		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// A large body on a session the handler cannot vouch for is refused with
+// 404 without being read; the same body on a live session is served.
+func TestUnvouchedLargeBodyRefusedUnread(t *testing.T) {
+	b := mcphttp.NewBudget(nil)
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			w.Header().Set("Mcp-Session-Id", "live")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	})
+	mw := mcphttp.New(up, &mcphttp.Options{Budget: b})
+	reads := 0
+	ts := budgetServer(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = countingBody{r.Body, &reads}
+		mw.ServeHTTP(w, r)
+	}))
+	c := client(ts)
+	if _, err := c.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	big := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"p":%q}}}`, strings.Repeat("p", 200<<10)))
+	reads = 0
+	r, err := c.Do(t.Context(), http.MethodPost, "invented", big, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusNotFound || reads != 0 {
+		t.Fatalf("a 200 kB body on an invented session: %v after %d reads, want 404 unread", r, reads)
+	}
+	if r, err := c.Do(t.Context(), http.MethodPost, "live", big, nil); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("the same body on the live session: %v %v", r, err)
+	}
+}
+
+// New sessions are bounded in rate: past the burst an initialize gets 503
+// (ErrSessionRate) until the bucket refills; sessions already open are not
+// affected.
+func TestSessionRate(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(0, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	var n atomic.Int64
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("s%d", n.Add(1)))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	})
+	ts := httptest.NewServer(mcphttp.New(up, &mcphttp.Options{SessionsPerSecond: 2, SessionBurst: 3, Now: clock}))
+	defer ts.Close()
+	c := client(ts)
+	var first string
+	for i := range 3 {
+		r := must[*mcphttptest.Response](t)(c.Initialize(t.Context(), ""))
+		if r.Status != http.StatusOK {
+			t.Fatalf("initialize %d within the burst: %v", i, r)
+		}
+		first = cmp.Or(first, r.SessionID)
+	}
+	r := must[*mcphttptest.Response](t)(c.Initialize(t.Context(), ""))
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") != "1" || !strings.Contains(fmt.Sprint(r.Error()), "faster than allowed") {
+		t.Fatalf("initialize past the burst: %v", r)
+	}
+	if r := must[*mcphttptest.Response](t)(c.Call(t.Context(), first, 2, "ping", nil)); r.Status != http.StatusOK {
+		t.Fatalf("an open session while the rate refuses new ones: %v", r)
+	}
+	mu.Lock()
+	now = now.Add(time.Second) // two more
+	mu.Unlock()
+	for i := range 2 {
+		if r := must[*mcphttptest.Response](t)(c.Initialize(t.Context(), "")); r.Status != http.StatusOK {
+			t.Fatalf("initialize %d after a second: %v", i, r)
 		}
 	}
 }

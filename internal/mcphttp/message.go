@@ -3,7 +3,6 @@ package mcphttp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 )
 
@@ -24,70 +23,91 @@ type Message struct {
 	Meta      map[string]json.RawMessage
 }
 
-// wireMessage is the shape of a message as parsed. Every member the check
-// needs to report on is raw, so that a value of the wrong type is a clear
-// error here rather than a failed decode.
-type wireMessage struct {
-	JSONRPC json.RawMessage `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  json.RawMessage `json:"method"`
-	Params  *wireParams     `json:"params"`
-}
-
-type wireParams struct {
-	Name      json.RawMessage            `json:"name"`
-	Arguments json.RawMessage            `json:"arguments"`
-	Meta      map[string]json.RawMessage `json:"_meta"`
-}
-
 // parseMessage checks that body is one JSON-RPC 2.0 message and returns what
-// the servers need of it, in one pass over the body (one Unmarshal into a
-// struct of raw members: linear in the body, never a generic tree). go-sdk
+// the servers need of it, in one pass (scan.go): linear in the body, never a
+// decoded tree, and the members it returns are sub-slices of body. go-sdk
 // answers the failures below with text/plain 400s; a client deserves a
 // JSON-RPC error it can show. Batches were removed from MCP in 2025-06-18
 // and no current client sends them, so a batch is refused rather than half
 // supported.
-func parseMessage(body []byte) (Message, *RPCError) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		if !json.Valid(trimmed) {
-			return Message{}, &RPCError{Code: CodeParseError, Message: "Parse error: the body is not valid JSON"}
-		}
-		return Message{}, &RPCError{Code: CodeInvalidRequest, Message: "Invalid Request: JSON-RPC batches are not supported (MCP removed them in 2025-06-18); send one message per POST"}
-	}
-	var raw wireMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || !json.Valid(body) {
-			return Message{}, &RPCError{Code: CodeParseError, Message: fmt.Sprintf("Parse error: the body is not valid JSON: %v", err)}
-		}
-		// A type error inside params (an array, a _meta that is not an
-		// object) leaves those members empty and the rest decoded; one at
-		// the top means the body is not an object at all.
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) || te.Field == "" {
-			return Message{}, &RPCError{Code: CodeInvalidRequest, Message: "Invalid Request: the body must be a JSON-RPC message object"}
-		}
+func parseMessage(body []byte) (Message, *RPCError) { return ParseMessage(body) }
+
+// ParseMessage is the parse ReadRequest does, for observers and fuzzing:
+// what the servers read of one JSON-RPC message, or the JSON-RPC error the
+// body gets.
+func ParseMessage(body []byte) (Message, *RPCError) {
+	if len(body) <= smallBody && !json.Valid(body) {
+		// Small enough to validate in full, for the exact error.
+		var v any
+		err := json.Unmarshal(body, &v)
+		return Message{}, &RPCError{Code: CodeParseError, Message: fmt.Sprintf("Parse error: the body is not valid JSON: %v", err)}
 	}
 	var m Message
-	if raw.ID != nil && validID(raw.ID) {
-		m.ID = raw.ID
+	var jsonrpc, id, method []byte
+	meta := &visit{member: func(k string, v []byte) {
+		if m.Meta == nil {
+			m.Meta = make(map[string]json.RawMessage)
+		}
+		m.Meta[k] = v
+	}}
+	params := &visit{
+		member: func(k string, v []byte) {
+			switch k {
+			case "name":
+				var name string
+				if v[0] == '"' && json.Unmarshal(v, &name) == nil {
+					m.Tool = name
+				}
+			case "arguments":
+				m.Arguments = v
+			}
+		},
+		child: func(k string) *visit {
+			if k == "_meta" {
+				return meta
+			}
+			return nil
+		},
+	}
+	top := &visit{
+		member: func(k string, v []byte) {
+			switch k {
+			case "jsonrpc":
+				jsonrpc = v
+			case "id":
+				id = v
+			case "method":
+				method = v
+			}
+		},
+		child: func(k string) *visit {
+			if k == "params" {
+				return params
+			}
+			return nil
+		},
+	}
+	isObject, err := scanObject(body, top)
+	if err != nil {
+		return Message{}, &RPCError{Code: CodeParseError, Message: fmt.Sprintf("Parse error: the body is not valid JSON: %v", err)}
+	}
+	if !isObject {
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			return Message{}, &RPCError{Code: CodeInvalidRequest, Message: "Invalid Request: JSON-RPC batches are not supported (MCP removed them in 2025-06-18); send one message per POST"}
+		}
+		return Message{}, &RPCError{Code: CodeInvalidRequest, Message: "Invalid Request: the body must be a JSON-RPC message object"}
+	}
+	if id != nil && validID(id) {
+		m.ID = id
 	}
 	var version string
-	if err := json.Unmarshal(raw.JSONRPC, &version); err != nil || version != "2.0" {
-		return m, &RPCError{Code: CodeInvalidRequest, Message: fmt.Sprintf(`Invalid Request: "jsonrpc" must be "2.0", got %s`, orMissing(raw.JSONRPC))}
+	if err := json.Unmarshal(jsonrpc, &version); err != nil || version != "2.0" {
+		return m, &RPCError{Code: CodeInvalidRequest, Message: fmt.Sprintf(`Invalid Request: "jsonrpc" must be "2.0", got %s`, orMissing(jsonrpc))}
 	}
-	if raw.Method != nil {
-		if err := json.Unmarshal(raw.Method, &m.Method); err != nil {
-			return m, &RPCError{Code: CodeInvalidRequest, Message: fmt.Sprintf(`Invalid Request: "method" must be a string, got %s`, orMissing(raw.Method))}
+	if method != nil {
+		if err := json.Unmarshal(method, &m.Method); err != nil {
+			return m, &RPCError{Code: CodeInvalidRequest, Message: fmt.Sprintf(`Invalid Request: "method" must be a string, got %s`, orMissing(method))}
 		}
-	}
-	if p := raw.Params; p != nil {
-		var name string
-		if json.Unmarshal(p.Name, &name) == nil {
-			m.Tool = name
-		}
-		m.Arguments, m.Meta = p.Arguments, p.Meta
 	}
 	return m, nil
 }

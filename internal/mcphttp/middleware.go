@@ -12,12 +12,16 @@
 //   - Bodies are bounded (413), read once against the process's Budget
 //     (503 past it, see budget.go and body.go), and must arrive within the
 //     Budget's body deadline.
-//   - Sessions are capped without eviction: past MaxSessions, an initialize
-//     gets 503 and every live session keeps working (sessions.go).
+//   - Sessions are capped without eviction, and their creation is bounded in
+//     rate: past either, an initialize gets 503 and every live session keeps
+//     working (sessions.go). A large body on a session the middleware cannot
+//     vouch for is refused (404) without being read.
+//   - A tools/call can be refused on its parsed message before the body
+//     reaches the server behind (Options.RefuseCall: an unreadable chain).
 //   - A session id is bound to the credential (Authorization header) that
 //     created it; another credential presenting it gets 404, as if the session
 //     did not exist. So does an id this middleware never saw created, or has
-//     forgotten (DELETE, an upstream 404, the cap): nothing it forwards runs
+//     forgotten (DELETE, an upstream 404, idle past the TTL): nothing it forwards runs
 //     on a session it cannot vouch for, and a 404 is the spec's signal to
 //     re-initialize.
 //   - An optional bearer token (401).
@@ -30,6 +34,8 @@
 package mcphttp
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,6 +52,14 @@ const DefaultMaxBodyBytes = 4 << 20
 // an agent at the cap holds about 11 MB of them; a person's tools open a
 // few dozen.
 const DefaultMaxSessions = 1024
+
+// DefaultSessionsPerSecond and DefaultSessionBurst are the default rate of
+// new sessions: a client's pool opens one per server and re-initializes
+// rarely; a test that opens hundreds at once fits in the burst.
+const (
+	DefaultSessionsPerSecond = 100
+	DefaultSessionBurst      = 512
+)
 
 // SessionIDHeader is the MCP Streamable HTTP transport's session header.
 const SessionIDHeader = "Mcp-Session-Id"
@@ -67,6 +81,12 @@ type Options struct {
 	// least the upstream's own idle session timeout). Zero means bindings are
 	// forgotten only on DELETE or on an upstream 404.
 	SessionIdleTTL time.Duration
+	// SessionsPerSecond and SessionBurst bound how fast new sessions are
+	// created (a token bucket); past it an initialize gets 503
+	// (ErrSessionRate). Defaults DefaultSessionsPerSecond and
+	// DefaultSessionBurst; a negative rate: no bound.
+	SessionsPerSecond float64
+	SessionBurst      int
 	// OnSessionExpired is called (outside any lock) with the id of each
 	// binding forgotten for being idle past SessionIdleTTL, so that the
 	// server behind can close the session too; nil: nothing is closed.
@@ -74,6 +94,13 @@ type Options struct {
 	// Budget bounds connections, body bytes and body time for the whole
 	// process; default: a Budget of its own with the defaults.
 	Budget *Budget
+	// RefuseCall, when set, is asked about every tools/call on a session
+	// this handler vouches for, before the body reaches the server behind.
+	// A non-empty answer is the call's result, with isError set, and the
+	// call goes no further. It is where a check runs whose input is the
+	// client's and whose cost would otherwise be the server's full decode
+	// of it (a forged delegation chain of a million names).
+	RefuseCall func(m *Message) string
 	// Logger gets one debug line per decision; default: discard.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now. For tests.
@@ -82,12 +109,13 @@ type Options struct {
 
 // Handler is the middleware. Build it with New.
 type Handler struct {
-	next     http.Handler
-	maxBody  int64
-	token    string
-	logger   *slog.Logger
-	budget   *Budget
-	sessions *sessionTable
+	next       http.Handler
+	refuseCall func(*Message) string
+	maxBody    int64
+	token      string
+	logger     *slog.Logger
+	budget     *Budget
+	sessions   *sessionTable
 }
 
 // New returns next wrapped in the middleware.
@@ -111,14 +139,39 @@ func New(next http.Handler, opts *Options) *Handler {
 	if o.Budget == nil {
 		o.Budget = NewBudget(nil)
 	}
-	return &Handler{
-		next:     next,
-		maxBody:  o.MaxBodyBytes,
-		token:    o.Token,
-		logger:   o.Logger,
-		budget:   o.Budget,
-		sessions: newSessionTable(o.MaxSessions, o.SessionIdleTTL, o.Now, o.OnSessionExpired),
+	switch {
+	case o.SessionsPerSecond == 0:
+		o.SessionsPerSecond = DefaultSessionsPerSecond
+	case o.SessionsPerSecond < 0:
+		o.SessionsPerSecond = 0
 	}
+	if o.SessionBurst <= 0 {
+		o.SessionBurst = DefaultSessionBurst
+	}
+	return &Handler{
+		next:       next,
+		refuseCall: o.RefuseCall,
+		maxBody:    o.MaxBodyBytes,
+		token:      o.Token,
+		logger:     o.Logger,
+		budget:     o.Budget,
+		sessions:   newSessionTable(o.MaxSessions, o.SessionIdleTTL, o.Now, o.OnSessionExpired, o.SessionsPerSecond, o.SessionBurst),
+	}
+}
+
+// RefusesUnread reports whether h refuses r before reading its body: a
+// request on a session h cannot vouch for (unknown, forgotten, another
+// credential's) gets 404 whatever it holds, and one that announces a body
+// larger than any initialize (which must be read first: it may carry a
+// stale id, see ServeHTTP) is refused without reading it. A flood of large
+// bodies with an invented session id costs a map lookup each. An observer
+// that reads bodies itself (the studio's) asks first.
+func (h *Handler) RefusesUnread(r *http.Request) bool {
+	if _, read := r.Context().Value(bodyKey{}).(*bodyResult); read || r.ContentLength <= smallBody {
+		return false
+	}
+	id := r.Header.Get(SessionIDHeader)
+	return id != "" && h.sessions.known(id, credential(r)) != nil
 }
 
 // Sessions reports how many session bindings h remembers.
@@ -139,6 +192,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if h.RefusesUnread(r) {
+		h.logger.Debug("refusing a large body on a session this handler does not vouch for", "bytes", r.ContentLength)
+		writeSessionNotFound(w)
+		return
+	}
 	r, release := ReadRequest(w, r, h.budget, h.maxBody)
 	defer release()
 	res := r.Context().Value(bodyKey{}).(*bodyResult)
@@ -167,13 +225,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if h.refuseCall != nil && msg.Method == "tools/call" {
+		if text := h.refuseCall(msg); text != "" {
+			writeToolError(w, msg.ID, text)
+			h.sessions.touch(id)
+			return
+		}
+	}
+
 	rec := &recorder{ResponseWriter: w}
 	if msg.Method == "initialize" && r.Method == http.MethodPost {
 		if err := h.sessions.reserve(); err != nil {
 			h.logger.Debug("refusing initialize", "reason", err)
-			w.Header().Set("Retry-After", "60")
-			WriteJSONRPCError(w, http.StatusServiceUnavailable, msg.ID, CodeServerOverloaded,
-				fmt.Sprintf("server overloaded: %v (the cap is %d); end unused sessions with DELETE, or wait until idle ones expire", err, h.sessions.max))
+			text := fmt.Sprintf("server overloaded: %v (the cap is %d); end unused sessions with DELETE, or wait until idle ones expire", err, h.sessions.max)
+			retry := "60"
+			if errors.Is(err, ErrSessionRate) {
+				text, retry = fmt.Sprintf("server overloaded: %v (%g a second); try again", err, h.sessions.rate), "1"
+			}
+			w.Header().Set("Retry-After", retry)
+			WriteJSONRPCError(w, http.StatusServiceUnavailable, msg.ID, CodeServerOverloaded, text)
 			return
 		}
 		var bound atomic.Bool // the slot became a binding
@@ -205,6 +275,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.sessions.touch(id)
 	}
+}
+
+// writeToolError answers a tools/call with a result whose isError is set
+// (MCP 2025-11-25, tools, Error Handling: a tool execution error).
+func writeToolError(w http.ResponseWriter, id json.RawMessage, text string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	type content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result"`
+	}{"2.0", id, struct {
+		Content []content `json:"content"`
+		IsError bool      `json:"isError"`
+	}{[]content{{"text", text}}, true}})
 }
 
 func writeSessionNotFound(w http.ResponseWriter) {

@@ -38,10 +38,14 @@ type sessionTable struct {
 	now      func() time.Time
 	onExpire func(id string) // may be nil
 
+	rate, burst float64 // new sessions per second, and how many at once
+
 	mu       sync.Mutex               // protects following fields
 	ids      map[string]*list.Element // of *binding
 	lru      list.List                // front: most recently used
 	reserved int                      // initializes in flight, each holding a slot
+	tokens   float64                  // new sessions the rate allows now
+	refilled time.Time                // when tokens was last brought up to date
 }
 
 type binding struct {
@@ -49,9 +53,17 @@ type binding struct {
 	lastUsed time.Time
 }
 
-func newSessionTable(max int, ttl time.Duration, now func() time.Time, onExpire func(string)) *sessionTable {
-	return &sessionTable{max: max, ttl: ttl, now: now, onExpire: onExpire, ids: make(map[string]*list.Element)}
+func newSessionTable(max int, ttl time.Duration, now func() time.Time, onExpire func(string), rate float64, burst int) *sessionTable {
+	return &sessionTable{max: max, ttl: ttl, now: now, onExpire: onExpire, ids: make(map[string]*list.Element),
+		rate: rate, burst: float64(burst), tokens: float64(burst)}
 }
+
+// ErrSessionRate is why an initialize was refused: sessions are being
+// created faster than the handler allows (a token bucket, see
+// Options.SessionsPerSecond). Creating a session is the most expensive thing
+// a client can ask for without one; a flood of them is refused cheaply
+// while the calls on existing sessions go on.
+var ErrSessionRate = errors.New("new sessions are being opened faster than allowed")
 
 // check reports whether cred may use session id, and marks it used.
 func (t *sessionTable) check(id, cred string) error {
@@ -77,22 +89,55 @@ func (t *sessionTable) check(id, cred string) error {
 	return nil
 }
 
+// known is check without marking the session used.
+func (t *sessionTable) known(id, cred string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.ids[id]
+	switch {
+	case !ok || t.expiredLocked(e.Value.(*binding)):
+		return errUnknownSession
+	case e.Value.(*binding).cred != cred:
+		return errWrongIdentity
+	}
+	return nil
+}
+
 // reserve holds a slot for a session an initialize may create. Decided and
 // taken in one critical section, so concurrent initializes cannot together
 // pass the cap.
 func (t *sessionTable) reserve() error {
 	t.mu.Lock()
 	gone := t.pruneLocked()
-	full := len(t.ids)+t.reserved >= t.max
-	if !full {
+	var err error
+	switch {
+	case len(t.ids)+t.reserved >= t.max:
+		err = ErrTooManySessions
+	case !t.takeTokenLocked():
+		err = ErrSessionRate
+	default:
 		t.reserved++
 	}
 	t.mu.Unlock()
 	t.expired(gone)
-	if full {
-		return ErrTooManySessions
+	return err
+}
+
+// takeTokenLocked takes one new session from the rate's bucket.
+func (t *sessionTable) takeTokenLocked() bool {
+	if t.rate <= 0 {
+		return true
 	}
-	return nil
+	now := t.now()
+	if !t.refilled.IsZero() {
+		t.tokens = min(t.burst, t.tokens+now.Sub(t.refilled).Seconds()*t.rate)
+	}
+	t.refilled = now
+	if t.tokens < 1 {
+		return false
+	}
+	t.tokens--
+	return true
 }
 
 // unreserve gives back a slot that no session took.

@@ -86,14 +86,12 @@ type ToolInfo struct {
 // AgentDetail is GET /api/agents/<name>.
 type AgentDetail struct {
 	AgentInfo
-	// LastErrorStale: the agent has run again since its last error.
-	LastErrorStale bool           `json:"last_error_stale,omitempty"`
-	History        []ControlEvent `json:"history"`
-	ToolSchemas    []ToolInfo     `json:"tool_schemas"`
-	Calls          []Delegation   `json:"calls"`
-	Logs           []LogLine      `json:"logs"`
-	Pool           *PoolInfo      `json:"pool,omitempty"`
-	Series         []Minute       `json:"series"`
+	History     []ControlEvent `json:"history"`
+	ToolSchemas []ToolInfo     `json:"tool_schemas"`
+	Calls       []Delegation   `json:"calls"`
+	Logs        []LogLine      `json:"logs"`
+	Pool        *PoolInfo      `json:"pool,omitempty"`
+	Series      []Minute       `json:"series"`
 }
 
 // AgentDetail gathers what the agent page shows; ok is false for an
@@ -111,7 +109,6 @@ func (s *Studio) AgentDetail(ctx context.Context, name string) (AgentDetail, boo
 			d.AgentInfo, st = infos[i], sts[i]
 		}
 	}
-	d.LastErrorStale = d.LastError != "" && st.state == StateRunning
 	d.History = m.proc.ctl.History()
 	d.ToolSchemas = []ToolInfo{}
 	var wg sync.WaitGroup

@@ -420,8 +420,11 @@ func TestConsoleMarksHeld(t *testing.T) {
 	if len(d.History) != 1 || d.History[0].Event != EventExited || d.History[0].Reason == "" || d.History[0].NextStart.IsZero() {
 		t.Errorf("history after a crash %+v", d.History)
 	}
-	if !d.LastErrorStale || d.LastError == "" {
-		t.Errorf("last error %q stale %v: running again, the error is history", d.LastError, d.LastErrorStale)
+	// Running again, the crash is history: last_exit, not last_error.
+	running := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	c.getJSON("/api/agents/abacus", &d)
+	if d.LastError != "" || d.LastExit == "" {
+		t.Errorf("running again (pid %d): last error %q, last exit %q; want the crash in last_exit only", running.PID, d.LastError, d.LastExit)
 	}
 }
 

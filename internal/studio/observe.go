@@ -105,8 +105,11 @@ const (
 func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	o := &observation{agent: agent, method: r.Method, start: time.Now()}
 	sn := &sniffer{ResponseWriter: w}
-	r, release := mcphttp.ReadRequest(w, r, s.budget, s.maxBody())
-	defer release()
+	if m := s.agents[agent]; m == nil || !m.proxy.RefusesUnread(r) {
+		r2, release := mcphttp.ReadRequest(w, r, s.budget, s.maxBody())
+		defer release()
+		r = r2
+	}
 	if r.Method == http.MethodPost {
 		o.timed = true
 		o.method = "unknown"

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 )
 
@@ -163,7 +164,13 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
 			Budget:         s.budget,
 			SessionIdleTTL: sessionIdleTTL,
-			Logger:         s.logger.With("agent", name),
+			// The agent would refuse a call whose chain it cannot read, with
+			// this very text; refused here, the body goes no further than
+			// the parse the studio already made of it.
+			RefuseCall: func(m *mcphttp.Message) string {
+				return delegation.RefuseUnreadable(name, m.Tool, m.Meta[delegation.MetaKey])
+			},
+			Logger: s.logger.With("agent", name),
 			// The token (if any) was checked by the studio for all of /api/.
 		},
 	})

@@ -187,10 +187,6 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	if err := checkExposure(o.Listen, o.Token); err != nil {
 		return nil, err
 	}
-	defs, err := agentdef.LoadAll(filepath.Join(o.Dir, "agents"))
-	if err != nil {
-		return nil, fmt.Errorf("studio: %w", err)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -216,11 +212,30 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 			host = "::1"
 		}
 	}
+	studioURL := "http://" + net.JoinHostPort(host, port)
+	// Loaded once the studio knows its own address: an agent's mcp.json
+	// may name ${SWITCHBOARD_STUDIO_URL} without a default, which the
+	// agents get set, and so does the studio reading the file. Every other
+	// variable is the environment's; a missing one is a ConfigError
+	// naming the file.
+	defs, err := agentdef.LoadAllWith(filepath.Join(o.Dir, "agents"), func(k string) (string, bool) {
+		switch {
+		case k == EnvStudioURL:
+			return studioURL, true
+		case k == EnvToken && o.Token != "":
+			return o.Token, true
+		}
+		return os.LookupEnv(k)
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("studio: %w", err)
+	}
 
 	s := &Studio{
 		opts:      o,
 		logger:    o.Logger,
-		url:       "http://" + net.JoinHostPort(host, port),
+		url:       studioURL,
 		ln:        ln,
 		transport: newTransport(),
 		agents:    make(map[string]*managed),

@@ -55,6 +55,24 @@ func Switchboard() (string, error) {
 	return binPath, binErr
 }
 
+var (
+	plainOnce sync.Once
+	plainPath string
+	plainErr  error
+)
+
+// SwitchboardUnraced is Switchboard built without -race whatever this test
+// binary was built with, for tests that measure the processes they start
+// (memory, CPU, latency): a race-checked process costs several times either,
+// and a ceiling on it would measure the race detector.
+func SwitchboardUnraced() (string, error) {
+	if !raceEnabled {
+		return Switchboard()
+	}
+	plainOnce.Do(func() { plainPath, plainErr = buildWith(false) })
+	return plainPath, plainErr
+}
+
 // ModuleRoot returns the directory of the main module, from `go env GOMOD`.
 func ModuleRoot() (string, error) {
 	if rootDir != "" {
@@ -75,12 +93,14 @@ func ModuleRoot() (string, error) {
 // RaceEnabled reports whether the binary Switchboard returns is race-checked.
 func RaceEnabled() bool { return raceEnabled }
 
-func build() (string, error) {
+func build() (string, error) { return buildWith(raceEnabled) }
+
+func buildWith(race bool) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	digest, err := treeDigest(root)
+	digest, err := treeDigest(root, race)
 	if err != nil {
 		return "", fmt.Errorf("digest of %s: %w", root, err)
 	}
@@ -113,7 +133,7 @@ func build() (string, error) {
 		return "", err
 	}
 	args := []string{"build", "-o", filepath.Join(tmp, "switchboard")}
-	if raceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, "./cmd/switchboard")...)
@@ -158,9 +178,9 @@ func removeStale(cache string) {
 // except tests, test data, dot-directories, node_modules and nested modules
 // (their own go.mod), plus the toolchain and the race setting. It reads a few
 // hundred small files, far cheaper than a link.
-func treeDigest(root string) (string, error) {
+func treeDigest(root string, race bool) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %s/%s race=%t\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, raceEnabled)
+	fmt.Fprintf(h, "%s %s/%s race=%t\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, race)
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

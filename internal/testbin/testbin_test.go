@@ -44,7 +44,7 @@ func TestTreeDigestFollowsSources(t *testing.T) {
 	}
 	digest := func() string {
 		t.Helper()
-		d, err := treeDigest(root)
+		d, err := treeDigest(root, raceEnabled)
 		if err != nil {
 			t.Fatal(err)
 		}

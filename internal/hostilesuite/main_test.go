@@ -1,0 +1,71 @@
+package hostilesuite
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-run/switchboard/internal/testbin"
+)
+
+var (
+	full      = flag.Bool("hostile.full", os.Getenv("SWITCHBOARD_HOSTILE") == "full", "run the full profile (the figures in docs/SECURITY.md); default: the short CI profile")
+	tableFile = flag.String("hostile.table", "", "write the rows here as JSON (see cmd/hostiletable)")
+)
+
+// switchboardBin is the real binary, built once: the suite runs `switchboard
+// up`, which runs the agents as children of it.
+var switchboardBin string
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(envProber); url != "" {
+		os.Exit(runProber(url))
+	}
+	flag.Parse()
+	// Unraced even under -race: the suite's ceilings are on the processes
+	// it starts, and a race-checked process costs several times the memory
+	// and CPU (the suite itself, the attacker, is still race-checked).
+	var err error
+	if switchboardBin, err = testbin.SwitchboardUnraced(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if code == 0 && *tableFile != "" {
+			if err := writeTable(*tableFile); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}
+	}))
+}
+
+var (
+	rowsMu sync.Mutex
+	rows   []Row
+)
+
+func record(r Row) {
+	rowsMu.Lock()
+	rows = append(rows, r)
+	rowsMu.Unlock()
+}
+
+func writeTable(path string) error {
+	rowsMu.Lock()
+	data, err := json.MarshalIndent(struct {
+		Profile string `json:"profile"`
+		Rows    []Row  `json:"rows"`
+	}{profile().name, rows}, "", "  ")
+	rowsMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Clean(path), data, 0o644)
+}

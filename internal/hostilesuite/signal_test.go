@@ -1,0 +1,5 @@
+package hostilesuite
+
+import "os"
+
+var interrupt = os.Interrupt

@@ -1,0 +1,150 @@
+// Package hostilesuite is the hostile-load suite: a real `switchboard up`
+// with its real agent processes on loopback, and one local client that
+// attacks them, one attack per row, each bounded in count and time. For
+// every attack it measures the studio and the attacked agent from /proc
+// (peak RSS, CPU, descriptors held), the latency of a legitimate tools/call
+// made during the attack against the same call without it, and what the
+// attacker got back; and it greps every log, API answer and result for the
+// planted secrets.
+//
+// The suite fails when a ceiling is crossed (see Ceilings), so the table in
+// docs/SECURITY.md cannot show a figure the test did not accept. Under
+// plain `go test` it runs a short profile, the one CI runs; the full
+// profile and the table come from
+//
+//	go run ./internal/hostilesuite/cmd/hostiletable
+//
+// This file holds the rows and their rendering, shared by the test and the
+// command.
+package hostilesuite
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// The ceilings every attack must stay under.
+const (
+	// RSSFactor and RSSSlackMB: peak RSS ≤ RSSFactor × idle RSS + RSSSlackMB.
+	RSSFactor  = 2
+	RSSSlackMB = 64
+	// CPUPerRequest is the most CPU (studio and agent together) one hostile
+	// request may cost.
+	CPUPerRequest = 10 * time.Millisecond
+	// LatencyFactor: a legitimate call's p99 during an attack ≤
+	// LatencyFactor × its p99 without, where "without" is floored at
+	// LatencyFloor: on a shared two-core machine a sub-millisecond p99 is
+	// scheduling noise, not a baseline.
+	LatencyFactor = 3
+	LatencyFloor  = 10 * time.Millisecond
+)
+
+// A Row is what one attack did.
+type Row struct {
+	Attack   string `json:"attack"`
+	Requests int    `json:"requests"` // hostile requests (or connections) sent
+
+	StudioIdleMB float64 `json:"studio_idle_mb"`
+	StudioPeakMB float64 `json:"studio_peak_mb"`
+	AgentIdleMB  float64 `json:"agent_idle_mb"`
+	AgentPeakMB  float64 `json:"agent_peak_mb"`
+	// CPU is the studio's and the agent's CPU time over CPURequests hostile
+	// requests made with the legitimate caller paused (one more round of
+	// the attack, alone).
+	CPU         time.Duration `json:"cpu"`
+	CPURequests int           `json:"cpu_requests"`
+	// FDs is the most descriptors the studio and the agent held at once
+	// (studio+agent), and FDsIdle before the attack.
+	StudioFDs     int `json:"studio_fds"`
+	AgentFDs      int `json:"agent_fds"`
+	StudioFDsIdle int `json:"studio_fds_idle"`
+	AgentFDsIdle  int `json:"agent_fds_idle"`
+
+	LegitP50    time.Duration `json:"legit_p50"`
+	LegitP99    time.Duration `json:"legit_p99"`
+	BaseP50     time.Duration `json:"base_p50"`
+	BaseP99     time.Duration `json:"base_p99"`
+	LegitCalls  int           `json:"legit_calls"`
+	LegitFailed int           `json:"legit_failed"`
+	Secrets     int           `json:"secrets"`
+	AttackerGot string        `json:"attacker_got"`
+}
+
+// CPUPerHostile is the CPU one hostile request cost.
+func (r *Row) CPUPerHostile() time.Duration {
+	if r.CPURequests == 0 {
+		return 0
+	}
+	return max(0, r.CPU) / time.Duration(r.CPURequests)
+}
+
+// Violations lists the ceilings r crosses, empty when none.
+func (r *Row) Violations() []string {
+	var v []string
+	rss := func(who string, idle, peak float64) {
+		if limit := RSSFactor*idle + RSSSlackMB; peak > limit {
+			v = append(v, fmt.Sprintf("%s peak RSS %.0f MB > %d × %.0f + %d MB", who, peak, RSSFactor, idle, RSSSlackMB))
+		}
+	}
+	rss("studio", r.StudioIdleMB, r.StudioPeakMB)
+	rss("agent", r.AgentIdleMB, r.AgentPeakMB)
+	if c := r.CPUPerHostile(); c > CPUPerRequest {
+		v = append(v, fmt.Sprintf("CPU per hostile request %v > %v", c, CPUPerRequest))
+	}
+	if limit := LatencyFactor * max(r.BaseP99, LatencyFloor); r.LegitP99 > limit {
+		v = append(v, fmt.Sprintf("legitimate p99 %v > %d × max(%v, %v)", r.LegitP99, LatencyFactor, r.BaseP99, LatencyFloor))
+	}
+	if r.LegitFailed > 0 {
+		v = append(v, fmt.Sprintf("%d of %d legitimate calls failed", r.LegitFailed, r.LegitCalls))
+	}
+	if r.Secrets > 0 {
+		v = append(v, fmt.Sprintf("%d planted secrets in the output", r.Secrets))
+	}
+	return v
+}
+
+// onlyLatency reports whether the latency ceiling is the only one r
+// crosses (the legitimate calls all succeeded).
+func (r *Row) onlyLatency() bool {
+	saved := r.LegitP99
+	r.LegitP99 = 0
+	defer func() { r.LegitP99 = saved }()
+	return len(r.Violations()) == 0
+}
+
+// WriteMarkdown writes rows as the table of docs/SECURITY.md.
+func WriteMarkdown(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| attack | hostile requests | studio RSS idle → peak | agent RSS idle → peak | CPU per hostile request | descriptors idle → peak (studio, agent) | legit tools/call p50 / p99 without | during | secrets found | what the attacker got |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %d | %.0f → %.0f MB | %.0f → %.0f MB | %s | %d → %d, %d → %d | %s / %s | %s / %s | %d | %s |\n",
+			cell(r.Attack), r.Requests, r.StudioIdleMB, r.StudioPeakMB, r.AgentIdleMB, r.AgentPeakMB,
+			cpuCell(r), r.StudioFDsIdle, r.StudioFDs, r.AgentFDsIdle, r.AgentFDs,
+			dur(r.BaseP50), dur(r.BaseP99), dur(r.LegitP50), dur(r.LegitP99), r.Secrets, cell(r.AttackerGot))
+	}
+}
+
+// cpuCell renders the CPU per hostile request; an attack whose CPU is
+// measured alongside the legitimate calls (one that lasts by itself, the
+// trickle) can come out below their share, which is noise, not a figure.
+func cpuCell(r Row) string {
+	if r.CPU <= 0 {
+		return "≈ 0 (below the noise)"
+	}
+	return dur(r.CPUPerHostile())
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
