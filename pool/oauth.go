@@ -618,7 +618,7 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	rec := t.a.current(ctx)
 	resp, err := t.send(req, rec)
-	for tries := 0; err == nil && tries < maxAuthRetries && challenged(resp) && replayable(req); tries++ {
+	for tries := 0; err == nil && tries < maxAuthRetries && challenged(resp) && replayable(req) && sameOrigin(req.URL, t.a.key.URL); tries++ {
 		// Keep the refusal: it is the answer when no token can be had, and
 		// the authorization handler consumes the body it is given.
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxChallengeBody))
@@ -650,12 +650,19 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *oauthTransport) send(req *http.Request, rec *tokenstore.Record) (*http.Response, error) {
-	if rec == nil {
+	if rec == nil || !sameOrigin(req.URL, t.a.key.URL) {
+		// The token is for its server only: a redirect elsewhere (which
+		// http.Client follows through this same RoundTripper) goes without.
 		return t.base.RoundTrip(req)
 	}
 	out := req.Clone(req.Context()) // a RoundTripper must not modify its request
 	out.Header.Set("Authorization", "Bearer "+rec.AccessToken)
 	return t.base.RoundTrip(out)
+}
+
+func sameOrigin(u *url.URL, resource string) bool {
+	r, err := url.Parse(resource)
+	return err == nil && strings.EqualFold(u.Scheme, r.Scheme) && strings.EqualFold(u.Host, r.Host)
 }
 
 func challenged(resp *http.Response) bool {
