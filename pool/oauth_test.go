@@ -331,3 +331,34 @@ func TestOAuthStaticAuthorizationWins(t *testing.T) {
 		t.Fatalf("the pool signed in over a configured Authorization header: %+v", c)
 	}
 }
+
+// TestOAuthConcurrent401sRefreshOnce: calls refused at once for an expired
+// token share one refresh; none of them signs in again.
+func TestOAuthConcurrent401sRefreshOnce(t *testing.T) {
+	as := oauthtest.New(t, time.Hour)
+	b := &browser{user: "alice"}
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir(), Interactive: b.interactive()}})
+	defer p.Close()
+	srv := &pool.Server{Name: "remote", URL: as.URL}
+	mustWhoami(t, p, srv, "alice")
+	as.ExpireAll()
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			got, err := whoami(t, p, srv)
+			if err == nil && got != "alice" {
+				err = errors.New("whoami = " + got)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := as.Snapshot(); c.Refreshes != 1 || c.Authorizations != 1 {
+		t.Fatalf("%d concurrent calls after expiry: %+v; want one refresh, no new sign-in", n, c)
+	}
+}
