@@ -632,6 +632,13 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ferr != nil {
 			t.a.log.WarnContext(ctx, "no token for the server", "server", t.a.name, "status", resp.StatusCode, "error", ferr)
 		}
+		if errors.Is(ferr, ErrLoginRequired) && isInitialize(req) {
+			// A session that cannot start until a person signs in: the
+			// dial fails with an error that says what to do (and, as a
+			// dial failure, that nothing ran). Mid-session the 401 itself
+			// goes up instead, so that classify keeps judging it.
+			return nil, ferr
+		}
 		if ferr != nil || fresh == nil {
 			// Nothing ran and nothing better is known: the server's own
 			// refusal goes back up, where it is classified as any 401.

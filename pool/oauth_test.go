@@ -134,8 +134,15 @@ func TestOAuthSignInRefreshRevoke(t *testing.T) {
 	// returns the server's 401; the interactive one signs in again.
 	as.RevokeUser("alice")
 	_, err = whoami(t, p2, &pool.Server{Name: "remote", URL: as.URL, Identity: "other"})
+	if pe, ok := errors.AsType[*pool.Error](err); !ok || pe.Kind != pool.KindTransport || !errors.Is(err, pool.ErrLoginRequired) || !strings.Contains(err.Error(), "switchboard login remote") {
+		t.Fatalf("headless, no token: err = %v, want a transport *pool.Error wrapping ErrLoginRequired that names the command", err)
+	}
+	t.Logf("headless, no token: %v", err)
+	// Mid-session, a revoked token that cannot be refreshed gives the
+	// server's own 401, classified as such.
+	_, err = whoami(t, p2, srv)
 	if pe, ok := errors.AsType[*pool.Error](err); !ok || pe.Status != http.StatusUnauthorized || pe.Authenticate == "" {
-		t.Fatalf("headless, no token: err = %v, want a *pool.Error with status 401 and its WWW-Authenticate", err)
+		t.Fatalf("headless, revoked mid-session: err = %v, want a *pool.Error with status 401 and its WWW-Authenticate", err)
 	}
 	mustWhoami(t, p, srv, "alice")
 	if c := as.Snapshot(); c.Authorizations != 2 || b.opens != 2 {

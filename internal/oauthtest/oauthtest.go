@@ -86,6 +86,13 @@ func New(t interface{ Cleanup(func()) }, ttl time.Duration, scopes ...string) *S
 	mux := http.NewServeMux()
 	s.MCP = httptest.NewServer(mux)
 	t.Cleanup(s.MCP.Close)
+	// A session whose client could not say goodbye (its DELETE refused for a
+	// revoked token) would outlive the test: close what is left.
+	t.Cleanup(func() {
+		for ss := range mcpSrv.Sessions() {
+			ss.Close()
+		}
+	})
 	s.URL = s.MCP.URL + "/mcp"
 	prmURL := s.MCP.URL + "/.well-known/oauth-protected-resource/mcp"
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
