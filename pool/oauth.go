@@ -629,10 +629,15 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return &r
 		}
 		fresh, ferr := t.a.recover(ctx, req, refused(), rec)
-		if ferr != nil {
+		// Only a server that names its protected-resource metadata says it
+		// speaks OAuth; any other 401 (a static token missing) is its own
+		// business and goes up as it came.
+		challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+		oauth := challengeParam(challenges, "resource_metadata") != "" || rec != nil || t.a.cfg != nil
+		if ferr != nil && oauth {
 			t.a.log.WarnContext(ctx, "no token for the server", "server", t.a.name, "status", resp.StatusCode, "error", ferr)
 		}
-		if errors.Is(ferr, ErrLoginRequired) && isInitialize(req) {
+		if errors.Is(ferr, ErrLoginRequired) && oauth && isInitialize(req) {
 			// A session that cannot start until a person signs in: the
 			// dial fails with an error that says what to do (and, as a
 			// dial failure, that nothing ran). Mid-session the 401 itself

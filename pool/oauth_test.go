@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -367,5 +368,22 @@ func TestOAuthConcurrent401sRefreshOnce(t *testing.T) {
 	}
 	if c := as.Snapshot(); c.Refreshes != 1 || c.Authorizations != 1 {
 		t.Fatalf("%d concurrent calls after expiry: %+v; want one refresh, no new sign-in", n, c)
+	}
+}
+
+// TestOAuthPlain401IsTheServers: a 401 that names no protected-resource
+// metadata (a server wanting a static token) is returned as it came, not
+// turned into a sign-in the server never offered.
+func TestOAuthPlain401IsTheServers(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
+		http.Error(w, "missing token", http.StatusUnauthorized)
+	}))
+	defer hs.Close()
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir()}})
+	defer p.Close()
+	_, err := whoami(t, p, &pool.Server{Name: "studio", URL: hs.URL})
+	if pe, ok := errors.AsType[*pool.Error](err); !ok || pe.Status != http.StatusUnauthorized || errors.Is(err, pool.ErrLoginRequired) {
+		t.Fatalf("err = %v, want the server's own 401", err)
 	}
 }
