@@ -71,7 +71,9 @@ type Options struct {
 	OAuth *OAuthOptions
 	// Elicit answers a server's elicitation/create (go-sdk fills in the
 	// schema's defaults, SEP-1034). nil: the pool does not offer
-	// elicitation, so a server does not ask.
+	// elicitation, so a server does not ask. A server that sends its
+	// requests on the standalone GET stream (the TypeScript SDK's) needs
+	// Notifications too.
 	Elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 }
 
