@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/agents/abacus"
 	"github.com/switchboard-run/switchboard/agents/packrat"
+	"github.com/switchboard-run/switchboard/agents/testkit"
 )
 
 // Env is what a toolset gets from the agent server hosting it.
@@ -44,5 +45,10 @@ var toolsets = map[string]Toolset{
 	// (calculate, convert_units, date_math); stateless.
 	"abacus": func(s *mcp.Server, env Env) (io.Closer, error) {
 		return nil, abacus.Register(s)
+	},
+	// testkit: slow_effect, for end-to-end tests that kill an agent inside
+	// a tool (no bundled agent names it).
+	"testkit": func(s *mcp.Server, env Env) (io.Closer, error) {
+		return nil, testkit.Register(s, env.DataDir)
 	},
 }

@@ -22,12 +22,14 @@ func TestToolsetsOverHTTP(t *testing.T) {
 	wantTools := map[string][]string{
 		"abacus":  {"calculate", "convert_units", "date_math"},
 		"packrat": {"delete_note", "get_note", "list_notes", "search_notes", "store_note"},
+		"testkit": {"slow_effect"},
 	}
 	probe := map[string]*mcp.CallToolParams{
 		"abacus":  {Name: "calculate", Arguments: map[string]any{"expression": "6 * 7"}},
 		"packrat": {Name: "store_note", Arguments: map[string]any{"text": "hello"}},
+		"testkit": {Name: "slow_effect", Arguments: map[string]any{"id": "x"}},
 	}
-	if got := Names(); !slices.Equal(got, []string{"abacus", "packrat"}) {
+	if got := Names(); !slices.Equal(got, []string{"abacus", "packrat", "testkit"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	for _, name := range Names() {

@@ -54,6 +54,9 @@ type Event struct {
 	// call once more. Recovered: and that succeeded.
 	Retried   bool `json:"retried,omitempty"`
 	Recovered bool `json:"recovered,omitempty"`
+	// Replayed: the sibling answered from its record of an earlier send of
+	// this call (its answer had been lost); the tool ran once.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // Duration returns the event's duration.

@@ -121,7 +121,7 @@ func (e *Executor) run(ctx context.Context, c Call) Result {
 	start := time.Now()
 	sctx, span := e.startSpan(ctx, c, t)
 	var info pool.CallInfo // what the pool did, also for a call that succeeded
-	res, err := e.call(pool.WithCallInfo(sctx, &info), t, args)
+	res, err := e.call(pool.WithCallInfo(delegationContext(sctx, e.Chain, c, t), &info), t, args)
 	ev.Phase, ev.Time = PhaseFinish, time.Now()
 	ev.DurationMS = float64(time.Since(start)) / float64(time.Millisecond)
 
@@ -142,6 +142,7 @@ func (e *Executor) run(ctx context.Context, c Call) Result {
 		ev.Retried = true
 		ev.Recovered = err == nil
 	}
+	noteReplay(&r, &ev, &info) // idempotency.go
 	ev.Outcome = r.Outcome
 	endSpan(span, ev)
 	r.Event = ev

@@ -90,6 +90,10 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	} else if we := (*jsonrpc.Error)(nil); errors.As(err, &we) {
 		f.code, f.message, f.hasRPCErr = we.Code, we.Message, true
 	}
+	interrupted := errors.Is(err, pool.ErrInterrupted)
+	if interrupted {
+		f.outcome = OutcomeInterrupted
+	}
 	if canceled {
 		f.outcome = OutcomeCanceled
 	}
@@ -103,6 +107,8 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	switch {
 	case canceled:
 		b.WriteString(" The turn was cancelled; the agent was told to stop.")
+	case interrupted:
+		b.WriteString(" Interrupted: the agent's process died while it ran this call, so it may or may not have taken effect; it was not run again. Check before repeating an action that must not happen twice.")
 	case isPool && pe.Kind == pool.KindOutcomeUnknown:
 		b.WriteString(" Outcome unknown: the tool may have run; not retried. Check before repeating an action that must not happen twice.")
 	case isPool && pe.Kind == pool.KindSessionExpired && pe.Retried:

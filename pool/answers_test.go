@@ -191,8 +191,8 @@ func TestCancelledBeforeWrittenIsNotSent(t *testing.T) {
 	e.abortCtx, e.abort = context.WithCancel(context.Background())
 	defer e.abort()
 	r := &recorder{base: base, entry: e}
-	pr := &probe{noticeSent: make(chan struct{})}
-	ctx, cancel := context.WithCancel(withProbe(context.Background(), pr))
+	pr := newProbe(context.Background())
+	ctx, cancel := context.WithCancel(pr)
 	cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("{}"))
 	req.Header.Set(sessionIDHeader, "s")

@@ -9,8 +9,20 @@ type CallInfo struct {
 	// Retried: the first attempt provably did not run (its session had
 	// expired), and the pool sent the request again on a new session.
 	Retried bool
-	// Attempts is the number of times the request was sent (1 or 2).
+	// Attempts is the number of times the request was sent on sessions in
+	// its last keyed send (1, or 2 when that session had expired); without
+	// idempotency there is only one such send.
 	Attempts int
+
+	// For servers that advertise idempotency (idempotency.go):
+	// IdempotencyKey is the key the call carried (empty: none was sent);
+	// KeyedAttempts how many times the pool sent it with that key; and
+	// Replayed whether the answer came from the server's record of an
+	// earlier attempt (the tool ran once, on that attempt) rather than
+	// from running the tool now.
+	IdempotencyKey string
+	KeyedAttempts  int
+	Replayed       bool
 }
 
 type callInfoKey struct{}

@@ -65,6 +65,7 @@ type verdict struct {
 //	own POST with session answered 400, JSON-RPC error, null id      session_expired, retry
 //	own POST answered 413                                            transport
 //	no POST, session already dead (go-sdk failed it locally)         session_expired, retry
+//	no POST otherwise (go-sdk failed it locally)                      transport, retry
 //	own POST refused (dial failed) or never handed on                transport
 //	5xx with a JSON-RPC error, null id (an intermediary's)           outcome_unknown, message kept
 //	JSON-RPC error from a server that answered, 400 with session     session_expired (not replayed)
@@ -118,11 +119,21 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 	case undispatched && ev.status == http.StatusRequestEntityTooLarge:
 		return verdict{kind: KindTransport, rpc: ev.rpc}
 
-	case ev.overHTTP && ev.posts == 0 && sessionDead:
+	case ev.overHTTP && ev.posts <= 0 && sessionDead:
 		// The session was already dead (another request, or the GET stream,
 		// saw the 404) and go-sdk failed this request locally: it never left
 		// the process.
 		return verdict{kind: KindSessionExpired, retry: true, invalidate: reasonDied}
+
+	case ev.overHTTP && ev.posts <= 0:
+		// go-sdk failed this request without sending it, with an error that
+		// does not say the session is dead: on a connection that an earlier
+		// answer failed, go-sdk hands every later request that answer's error
+		// (another request's "Bad Request", say). It never left the process,
+		// and the session is of no further use. Sent once more on a new
+		// session; if the failure was this request's own (it cannot be
+		// encoded), the retry fails alike and says nothing ran.
+		return verdict{kind: KindTransport, retry: true, invalidate: reasonBroken}
 
 	case ev.overHTTP && ev.notWritten:
 		// Connection refused: nothing reached the server. The session may

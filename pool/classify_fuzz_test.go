@@ -19,8 +19,10 @@ import (
 //   - a request is sent again only when its own POST, carrying a session id,
 //     was answered 404, or 400 with a JSON-RPC error whose id is null (the
 //     server refused it before dispatch), or when it never left the process
-//     (no POST) on an HTTP session that was already dead; never when the
-//     caller gave up;
+//     (no POST on an HTTP session); never when the caller gave up;
+//   - a request that never left the process (no POST, on HTTP) is always
+//     sent again, whatever go-sdk's error says (on a failed connection it
+//     repeats another request's error);
 //   - a retried request always drops its session;
 //   - KindTransport ("nothing ran") only when nothing ran: no POST was sent,
 //     the connection could not be made or the request was never handed on,
@@ -83,12 +85,11 @@ func FuzzClassify(f *testing.F) {
 		}
 		v := classify(err, ev, ctxErr)
 
-		sessionDead := errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing)
 		answered4xx := overHTTP && posts > 0 && status >= 400 && status < 500
 		own404 := answered4xx && status == http.StatusNotFound && withSession
 		nullID := answered4xx && ev.rpc != nil && ev.rpcIDNull
 		refused := nullID && status == http.StatusBadRequest && withSession
-		neverSent := overHTTP && posts == 0 && sessionDead
+		neverSent := overHTTP && posts <= 0
 		if v.retry {
 			if ctxErr != nil {
 				t.Fatalf("retry after the caller gave up: %+v for %v, %+v", v, err, ev)
@@ -100,14 +101,17 @@ func FuzzClassify(f *testing.F) {
 				t.Fatalf("retry on the same session: %+v", v)
 			}
 		}
+		if neverSent && ctxErr == nil && !v.retry {
+			t.Fatalf("a request that never left the process is not sent again: %+v for %v, %+v", v, err, ev)
+		}
 		if refused && ctxErr == nil && !v.retry {
 			t.Fatalf("a session refused before dispatch is not recovered: %+v for %v, %+v", v, err, ev)
 		}
 		undispatched := nullID || answered4xx && status == http.StatusRequestEntityTooLarge
-		if v.kind == KindTransport && !notWritten && !(overHTTP && posts == 0) && !undispatched {
+		if v.kind == KindTransport && !notWritten && !(overHTTP && posts <= 0) && !undispatched {
 			t.Fatalf("KindTransport (nothing ran) for a request that may have reached the server: %v, %+v", err, ev)
 		}
-		if ev.rpc != nil && answered4xx && v.rpc == nil && v.kind != KindOutcomeUnknown && !(overHTTP && posts == 0) {
+		if ev.rpc != nil && answered4xx && v.rpc == nil && v.kind != KindOutcomeUnknown && !(overHTTP && posts <= 0) {
 			t.Fatalf("the server's own error was dropped: %+v for %v, %+v", v, err, ev)
 		}
 		if _, fromSDK := rpcError(err); !fromSDK && ctxErr == nil && ev.rpc != nil && ev.rpcIDNull && status >= 500 && v.kind != KindOutcomeUnknown && !(overHTTP && posts == 0) && !notWritten {

@@ -25,6 +25,7 @@ type entry struct {
 	gen  uint64 // dial generation for key, from 1
 	http bool   // Streamable HTTP, so probes are authoritative
 	cs   *mcp.ClientSession
+	proc *stdioProcess // a stdio server's process; nil over HTTP
 
 	dialing atomic.Bool // set until Connect returns; see errStaleInitialize
 
@@ -44,7 +45,8 @@ type entry struct {
 	created     time.Time
 	lastUsed    time.Time
 	closeReason string
-	forced      bool // Shutdown is closing it under its calls (Pool.forceClose)
+	forced      bool     // Shutdown is closing it under its calls (Pool.forceClose)
+	attempts    *attempt // the attempts using it, a list through attempt.next
 
 	toolsMu  sync.Mutex // protects the three fields below
 	tools    []*mcp.Tool
@@ -90,7 +92,7 @@ func (e *entry) clearTools() {
 func (e *entry) addNoticeLocked(pr *probe) {
 	e.notices = slices.DeleteFunc(e.notices, func(p *probe) bool {
 		select {
-		case <-p.noticeSent:
+		case <-p.notice():
 			return true
 		default:
 			return false

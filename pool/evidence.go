@@ -27,22 +27,27 @@ import (
 type probeKey struct{}
 
 // A probe records what happened to the first POST of one pooled request.
+// It is itself the request's context (its parent's, with the probe as a
+// value), which saves a context.WithValue per request.
 //
 // go-sdk sends notifications/cancelled for a cancelled call on
 // context.WithoutCancel of the call's context, so that POST carries the
-// probe too: it is the request's second POST, and noticeSent is closed when
-// it has been answered (see Pool.closeEntry).
+// probe too: it is the request's second POST, and the probe's notice channel
+// is closed when it has been answered (see Pool.closeSession).
 type probe struct {
-	posts      atomic.Int32 // POSTs issued with this probe's context
-	noticeOnce sync.Once
-	noticeSent chan struct{} // closed when a later POST (the cancel notice) completed
+	context.Context // the request's parent context
 
-	mu          sync.Mutex // protects the fields below
-	status      int        // HTTP status of the first POST; 0 if unanswered
-	withSession bool       // the first POST carried Mcp-Session-Id
-	notWritten  bool       // the first POST failed before anything reached the server
-	sendErr     error      // the first POST's own transport error, if any
-	answer      answer     // what the first POST's error answer (status >= 400) said
+	posts   atomic.Int32 // POSTs issued with this probe's context
+	attempt *attempt     // the attempt it belongs to; nil for a probe of no request
+
+	mu           sync.Mutex    // protects the fields below
+	noticeSent   chan struct{} // closed when a later POST (the cancel notice) completed; made on first use
+	noticeClosed bool          // noticeSent is closed
+	status       int           // HTTP status of the first POST; 0 if unanswered
+	withSession  bool          // the first POST carried Mcp-Session-Id
+	notWritten   bool          // the first POST failed before anything reached the server
+	sendErr      error         // the first POST's own transport error, if any
+	answer       answer        // what the first POST's error answer (status >= 400) said
 }
 
 // answer is what a server said in an error answer (status >= 400) to a
@@ -62,10 +67,41 @@ type answer struct {
 // message, little enough that a hostile server cannot make errors large.
 const maxErrorBody = 512
 
-func newProbe() *probe { return &probe{noticeSent: make(chan struct{})} }
+// newProbe returns a probe for a request made with ctx; the probe is the
+// context to make it with.
+func newProbe(ctx context.Context) *probe { return &probe{Context: ctx} }
 
-func withProbe(ctx context.Context, p *probe) context.Context {
-	return context.WithValue(ctx, probeKey{}, p)
+// Value makes the probe findable from the request's context and every
+// context derived from it.
+func (p *probe) Value(k any) any {
+	if _, ok := k.(probeKey); ok {
+		return p
+	}
+	return p.Context.Value(k)
+}
+
+// notice returns the channel closed when the request's cancel notice has
+// been answered.
+func (p *probe) notice() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.noticeSent == nil {
+		p.noticeSent = make(chan struct{})
+	}
+	return p.noticeSent
+}
+
+func (p *probe) noticeDone() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.noticeClosed {
+		return
+	}
+	if p.noticeSent == nil {
+		p.noticeSent = make(chan struct{})
+	}
+	close(p.noticeSent)
+	p.noticeClosed = true
 }
 
 // record notes what happened to the request's first POST.
@@ -194,32 +230,46 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if withSession && req.Method == http.MethodPost && r.entry.dialing.Load() && isInitialize(req) {
 		return nil, errStaleInitialize
 	}
-
-	// Tie the request to the entry's lifetime so a close that overruns its
-	// timeout can abort it. WithContext copies the request, so adding the
-	// configured headers below does not modify the caller's (a RoundTripper
-	// must not), once the header map is cloned too.
-	ctx, cancel := context.WithCancel(req.Context())
-	stop := context.AfterFunc(r.entry.abortCtx, cancel)
-	out := req.WithContext(ctx)
-	cloned := false
-	for k, v := range r.headers {
-		if out.Header.Get(k) == "" {
-			if !cloned {
-				out.Header, cloned = out.Header.Clone(), true
-			}
-			out.Header.Set(k, v)
-		}
-	}
-
 	var pr, notice *probe
-	if p, ok := ctx.Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost {
+	if p, ok := req.Context().Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost {
 		if p.posts.Add(1) == 1 {
 			pr = p
 		} else {
 			notice = p
 		}
 	}
+
+	// A request must end when the entry is aborted (a close that overruns
+	// CloseTimeout, a Shutdown past its context). A pooled request's first
+	// POST runs on its attempt's context, which the abort cancels (see
+	// attempt); every other request (a cancel notice, the standalone GET,
+	// DELETE, the dial's) is tied to the entry's abort here.
+	ctx := req.Context()
+	out := req
+	var release func()
+	if pr == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		stop := context.AfterFunc(r.entry.abortCtx, cancel)
+		release = func() { stop(); cancel() }
+		out = req.WithContext(ctx)
+	}
+	// A RoundTripper must not modify the caller's request: the configured
+	// headers go on a copy, with the header map cloned.
+	cloned := false
+	for k, v := range r.headers {
+		if out.Header.Get(k) == "" {
+			if !cloned {
+				if out == req {
+					out = new(http.Request)
+					*out = *req
+				}
+				out.Header, cloned = out.Header.Clone(), true
+			}
+			out.Header.Set(k, v)
+		}
+	}
+
 	// A request whose context ended before it was handed on is not sent at
 	// all, so that the pool knows it never reached the server (net/http
 	// could fail it before or after writing, and would not say which).
@@ -232,7 +282,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err = r.base.RoundTrip(out)
 	}
 	if notice != nil {
-		notice.noticeOnce.Do(func() { close(notice.noticeSent) })
+		notice.noticeDone()
 	}
 	if pr != nil {
 		var a answer
@@ -244,8 +294,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		dl.set(resp.StatusCode, readAnswer(resp))
 	}
 	if err != nil {
-		stop()
-		cancel()
+		if release != nil {
+			release()
+		}
 		return nil, err
 	}
 	// A POST carrying the session id answered 404: the server has forgotten
@@ -257,8 +308,30 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode == http.StatusNotFound && withSession && req.Method == http.MethodPost {
 		r.entry.sawExpiry()
 	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, release: func() { stop(); cancel() }}
+	switch {
+	case release != nil:
+		resp.Body = &cancelBody{ReadCloser: resp.Body, release: release}
+	case pr.attempt != nil:
+		// The attempt's context must outlive this body (see attempt).
+		pr.attempt.refs.Add(1)
+		resp.Body = &attemptBody{ReadCloser: resp.Body, a: pr.attempt}
+	}
 	return resp, nil
+}
+
+// attemptBody holds a reference on its attempt until it is closed.
+type attemptBody struct {
+	io.ReadCloser
+	a      *attempt
+	closed atomic.Bool
+}
+
+func (b *attemptBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.closed.CompareAndSwap(false, true) {
+		b.a.unref()
+	}
+	return err
 }
 
 // cancelBody releases the request's abort hook when the body is closed: the

@@ -545,9 +545,9 @@ func TestCancellationReachesServerAndIsNotRetried(t *testing.T) {
 	eventually(t, "the server to see the cancellation", func() bool { return ts.WasCancelled("c") })
 }
 
-func TestMaxConcurrentPerServer(t *testing.T) {
+func TestMaxConcurrentPerKey(t *testing.T) {
 	ts := newTestServer(t, false)
-	p := newTestPool(t, &Options{MaxConcurrentPerServer: 1})
+	p := newTestPool(t, &Options{MaxConcurrentPerKey: 1})
 	srv := server(ts, "a")
 	errc := make(chan error, 1)
 	go func() {

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,8 +57,14 @@ type Options struct {
 	// server forgot is found on its next request (404, retried). Progress
 	// needs no stream: it comes on the call's own response.
 	Notifications bool
-	// MaxConcurrentPerServer caps the requests in flight per pool key;
-	// waiting callers honour their contexts. Zero means no cap.
+	// MaxConcurrentPerKey caps the requests in flight per pool key (one
+	// server as seen by one identity: two identities on one server have a
+	// cap each); waiting callers honour their contexts. Zero means no cap.
+	MaxConcurrentPerKey int
+	// MaxConcurrentPerServer is the old name of MaxConcurrentPerKey, used
+	// when that is zero.
+	//
+	// Deprecated: it always applied per key; set MaxConcurrentPerKey.
 	MaxConcurrentPerServer int
 	// TracerProvider makes the spans of requests, dials and
 	// re-initializations (trace.go); default the global provider,
@@ -98,7 +102,9 @@ type Pool struct {
 	abort context.CancelFunc
 
 	progress progressRoutes
-	oauth    oauthClients // tokens per (URL, identity), shared by the key's sessions
+	memo     keyMemo
+	idem     idemState    // idempotency.go
+	oauth    oauthClients // oauth.go: tokens per (URL, identity), shared by the key's sessions
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
@@ -108,6 +114,8 @@ type Pool struct {
 	keys      map[key]*keyState   // what outlives one session of a key; bounded, see keyStateLocked
 	sems      map[key]*semaphore  // per-key concurrency caps, while anyone uses them
 	cleanerOn bool                // the idle cleaner runs
+	closeQ    []closeJob          // sessions waiting to be closed, see closeEntry
+	closers   int                 // goroutines working closeQ, at most maxClosers
 	closeNow  chan struct{}       // closed by Close; stops the cleaner
 	counters  counters            // for Stats
 }
@@ -144,6 +152,9 @@ func New(opts *Options) *Pool {
 	if o.ToolsTTL == 0 {
 		o.ToolsTTL = time.Minute
 	}
+	if o.MaxConcurrentPerKey == 0 {
+		o.MaxConcurrentPerKey = o.MaxConcurrentPerServer
+	}
 	if o.ClientInfo == nil {
 		o.ClientInfo = &mcp.Implementation{Name: "switchboard-pool", Version: "0.1.0"}
 	}
@@ -153,7 +164,7 @@ func New(opts *Options) *Pool {
 	case o.HTTPClient != nil && o.HTTPClient.Transport != nil:
 		p.base = o.HTTPClient.Transport
 	default:
-		p.base = defaultTransport()
+		p.base = DefaultTransport
 	}
 	p.life, p.abort = context.WithCancel(context.Background())
 	p.tracer = newTracer(o.TracerProvider)
@@ -175,19 +186,24 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 		params = withMeta(params, map[string]string{"progressToken": token})
 	}
 	var res *mcp.CallToolResult
-	err := p.do(ctx, srv, "tools/call", params.Name, func(a *attempt, e *entry) error {
-		if progress != nil {
-			// Each attempt's session routes the token; a retry's new
-			// session gets a route of its own.
-			p.progress.add(e, token, progress)
-			defer p.progress.end(e, token)
+	kc := p.newKeyedCall(ctx, srv) // idempotency.go
+	for {
+		err := p.do(ctx, srv, "tools/call", params.Name, func(a *attempt, e *entry) error {
+			if progress != nil {
+				// Each attempt's session routes the token; a retry's new
+				// session gets a route of its own.
+				p.progress.add(e, token, progress)
+				defer p.progress.end(e, token)
+			}
+			ctx := a.request()
+			r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, kc.paramsFor(e, params)))
+			res = r
+			return err
+		})
+		if !kc.again(ctx, err) {
+			return res, kc.finish(ctx, res, err)
 		}
-		ctx := a.request()
-		r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, params))
-		res = r
-		return err
-	})
-	return res, err
+	}
 }
 
 // ListTools lists all of srv's tools (every page), from the per-key cache
@@ -237,7 +253,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 	if srv == nil || (srv.URL == "" && srv.Command == "") {
 		return &Error{Kind: KindTransport, Method: method, Tool: tool, Err: errors.New("server has neither url nor command")}
 	}
-	k := srv.key()
+	k := p.memo.key(srv)
 	release, err := p.admit(ctx, k)
 	if err != nil {
 		return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Err: err}
@@ -247,7 +263,8 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 	retried := false
 	info := callInfoFrom(ctx)
 	for n := 0; ; n++ {
-		e, err := p.acquire(ctx, srv, k)
+		a := newAttempt(ctx)
+		e, err := p.acquire(ctx, srv, k, a)
 		if err != nil {
 			var pe *Error
 			if errors.As(err, &pe) {
@@ -257,22 +274,23 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 					pe.Kind = KindSessionExpired
 					pe.Err = fmt.Errorf("re-initializing the session failed: %w", pe.Err)
 				}
+				a.unref()
 				return pe
 			}
+			a.unref()
 			return &Error{Kind: KindTransport, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		}
 		if info != nil {
 			info.Attempts, info.Retried = n+1, retried
 		}
-		a := attempt{base: ctx}
-		err = op(&a, e)
+		err = op(a, e)
 		if err == nil {
-			p.release(e)
+			p.release(e, a)
 			return nil
 		}
 		pr := a.pr
 		if pr == nil {
-			pr = newProbe() // op failed before its first request: no POST
+			pr = newProbe(ctx) // op failed before its first request: no POST
 		}
 		ev := pr.evidence(e.http)
 		v := classify(err, ev, ctx.Err())
@@ -286,7 +304,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 		if v.invalidate != "" {
 			p.invalidate(e, v.invalidate)
 		}
-		p.release(e)
+		p.release(e, a)
 		if v.retry && n < maxRetries {
 			p.mu.Lock()
 			p.counters.retries++
@@ -295,6 +313,14 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			markRetry(ctx, err)
 			p.log.DebugContext(ctx, "retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
 			continue
+		}
+		if e.proc != nil && ctx.Err() == nil && v.kind != KindRPC {
+			// Over stdio a failure the server did not answer is its
+			// process ending (stdout closed): say how it ended.
+			if xe := e.proc.exitError(exitGrace); xe != nil {
+				err = fmt.Errorf("%w (%w)", err, xe)
+				p.invalidate(e, reasonDied)
+			}
 		}
 		pe := &Error{Kind: v.kind, Server: srv.Name, Method: method, Tool: tool, Retried: retried, Err: err}
 		if own := pr.ownError(); own != nil && v.kind == KindTransport {
@@ -312,16 +338,50 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 // An attempt is one try of a pool operation on one session. Each request
 // the operation sends (a call, one page of a list) takes a probe of its own
 // with request; the evidence of a failure is the probe of the request that
-// failed, the last one taken.
+// failed, the last one taken. The first probe lives in the attempt, so a
+// one-request operation allocates one attempt for its evidence.
+//
+// The attempt's context is the caller's, cancelled also when Shutdown gives
+// up on the calls in flight (forceClose): go-sdk sends a call's POST inside
+// the call, so only cancelling its context can end a call whose server never
+// answers. That spares the RoundTripper a context, a hook and a body wrapper
+// per request. The context is cancelled for good once the attempt is
+// released and every response body it was handed is closed (go-sdk drains a
+// stream after the answer it waited for; cancelling before would cost the
+// connection).
 type attempt struct {
-	base context.Context
-	pr   *probe
+	ctx    context.Context
+	cancel context.CancelFunc
+	refs   atomic.Int32 // 1 for the operation, plus each open response body
+	first  probe
+	pr     *probe
+	next   *attempt // in entry.attempts while the attempt uses the entry; guarded by Pool.mu
+}
+
+func newAttempt(ctx context.Context) *attempt {
+	a := &attempt{}
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	a.refs.Store(1)
+	return a
 }
 
 // request returns the context for the attempt's next request.
 func (a *attempt) request() context.Context {
-	a.pr = newProbe()
-	return withProbe(a.base, a.pr)
+	if a.pr == nil {
+		a.first.Context, a.first.attempt = a.ctx, a
+		a.pr = &a.first
+	} else {
+		a.pr = newProbe(a.ctx)
+		a.pr.attempt = a
+	}
+	return a.pr
+}
+
+// unref drops one reference; the last one cancels the attempt's context.
+func (a *attempt) unref() {
+	if a.refs.Add(-1) == 0 {
+		a.cancel()
+	}
 }
 
 // A keyState is what the pool remembers about a key across its sessions:
@@ -372,9 +432,9 @@ type semaphore struct {
 	users int // callers holding or waiting for a slot; guarded by Pool.mu
 }
 
-// admit applies Options.MaxConcurrentPerServer.
+// admit applies Options.MaxConcurrentPerKey.
 func (p *Pool) admit(ctx context.Context, k key) (release func(), err error) {
-	n := p.opts.MaxConcurrentPerServer
+	n := p.opts.MaxConcurrentPerKey
 	if n <= 0 {
 		return func() {}, nil
 	}
@@ -429,15 +489,25 @@ type dialCall struct {
 
 // acquire returns a live entry for k with its use count taken, dialing one if
 // there is none. Concurrent callers share one dial.
-func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) {
+func (p *Pool) acquire(ctx context.Context, srv *Server, k key, a *attempt) (*entry, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: ErrClosed}
 	}
+	if e := p.entries[k]; e != nil && e.proc != nil && e.proc.hasExited() {
+		// A stdio server that exited: its watcher has not replaced it yet.
+		// A call sent on it could not run; dial a new one instead.
+		p.mu.Unlock()
+		p.invalidate(e, reasonDied)
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: ErrClosed}
+		}
+	}
 	if e := p.entries[k]; e != nil {
-		e.inUse++
-		e.lastUsed = time.Now()
+		e.takeLocked(a)
 		p.mu.Unlock()
 		return e, nil
 	}
@@ -459,8 +529,7 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key) (*entry, error) 
 		if e.state != stateLive {
 			return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: errors.New("session ended right after it was established")}
 		}
-		e.inUse++
-		e.lastUsed = time.Now()
+		e.takeLocked(a)
 		return e, nil
 	case <-ctx.Done():
 		return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: fmt.Errorf("waiting for the session to be established: %w", ctx.Err())}
@@ -574,11 +643,21 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	now := time.Now()
 	e.created, e.lastUsed = now, now
 	p.entries[k] = e
-	p.bg.Add(1) // the watcher
+	// A session ends on its own only through a stream it holds open (the
+	// standalone GET stream) or a process that exits; an HTTP session
+	// without the stream fails only as the result of a request, which do
+	// sees (a later request then fails locally, without a POST, and is
+	// retried on a new session). Only those need a goroutine waiting.
+	watched := !e.http || p.opts.Notifications
+	if watched {
+		p.bg.Add(1) // the watcher
+	}
 	p.startCleanerLocked()
 	p.mu.Unlock()
 
-	go p.watch(e)
+	if watched {
+		go p.watch(e)
+	}
 	p.log.DebugContext(ctx, "session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
 	endSpan(span, nil)
 	dc.e = e
@@ -590,13 +669,18 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e := &entry{key: k, srv: *srv, gen: gen, http: srv.URL != ""}
 	e.abortCtx, e.abort = context.WithCancel(context.Background())
 	e.onExpiry = func() { p.invalidate(e, reasonExpired) }
-	client := mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() },
-		ElicitationHandler:     p.opts.Elicit,
+	copts := &mcp.ClientOptions{
+		ElicitationHandler: p.opts.Elicit,
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			p.progress.route(e, req)
 		},
-	})
+	}
+	if p.opts.Notifications || !e.http {
+		// With a handler, go-sdk also opens subscriptions/listen (a
+		// resident stream) on a 2026-07-28 server that lists changes.
+		copts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { e.clearTools() }
+	}
+	client := mcp.NewClient(p.opts.ClientInfo, copts)
 	var t mcp.Transport
 	if e.http {
 		t = &mcp.StreamableClientTransport{
@@ -605,18 +689,27 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 			DisableStandaloneSSE: !p.opts.Notifications,
 		}
 	} else {
-		cmd := exec.Command(srv.Command, srv.Args...)
-		cmd.Env = os.Environ()
-		for _, k := range sortedKeys(srv.Env) {
-			cmd.Env = append(cmd.Env, k+"="+srv.Env[k])
+		sp, err := startStdio(srv, p.log)
+		if err != nil {
+			e.abort()
+			return nil, err
 		}
-		t = &mcp.CommandTransport{Command: cmd}
+		e.proc = sp
+		t = &mcp.IOTransport{Reader: sp, Writer: sp}
 	}
 	e.dialing.Store(true)
 	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	e.dialing.Store(false)
 	if err != nil {
 		e.abort()
+		if e.proc != nil {
+			// go-sdk closed the connection, so the process is ending (or
+			// had ended, which is what failed the dial).
+			e.proc.Close()
+			if xe := e.proc.exitError(0); xe != nil {
+				err = fmt.Errorf("%w (%w)", err, xe)
+			}
+		}
 		return nil, err
 	}
 	e.cs = cs
@@ -626,7 +719,7 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 // watch invalidates e when its session ends on its own (the GET stream saw a
-// 404, a keepalive failed, a stdio server exited), so that the next caller
+// 404, a stdio server exited), so that the next caller
 // gets a new session instead of a dead one.
 func (p *Pool) watch(e *entry) {
 	defer p.bg.Done()
@@ -634,10 +727,25 @@ func (p *Pool) watch(e *entry) {
 	p.invalidate(e, reasonDied)
 }
 
-// release returns e after use. Releasing more often than acquiring panics,
-// as database/sql does for a connection returned twice.
-func (p *Pool) release(e *entry) {
+// takeLocked counts a use of e by attempt a. p.mu must be held.
+func (e *entry) takeLocked(a *attempt) {
+	e.inUse++
+	e.lastUsed = time.Now()
+	a.next, e.attempts = e.attempts, a
+}
+
+// release returns e after use by attempt a. Releasing more often than
+// acquiring panics, as database/sql does for a connection returned twice.
+func (p *Pool) release(e *entry, a *attempt) {
 	p.mu.Lock()
+	for pa := &e.attempts; *pa != nil; pa = &(*pa).next {
+		if *pa == a {
+			*pa = a.next
+			break
+		}
+	}
+	a.next = nil
+	a.unref()
 	e.inUse--
 	if e.inUse < 0 {
 		p.mu.Unlock()
@@ -687,39 +795,78 @@ func (p *Pool) invalidate(e *entry, reason string) {
 	}
 }
 
-// closeEntry closes e's session in a goroutine, bounded by CloseTimeout: a
+// maxClosers bounds the sessions the pool closes at once. Closing 10,000
+// sessions (Close, or an idle sweep) must not fire 10,000 DELETEs at once on
+// new connections: they ran into the server's close deadline and the
+// process's descriptor limit, and the server kept sessions it was never told
+// about. Closes queue, and at most maxClosers goroutines work the queue.
+const maxClosers = 32
+
+type closeJob struct {
+	e      *entry
+	reason string
+}
+
+// closeEntry queues e's session to be closed, bounded by CloseTimeout: a
 // close sends DELETE, which against a server that just went away can take a
-// whole connection timeout. The goroutine releases the entry's count on
-// p.bg. The caller must not hold p.mu, and e must be stateClosed.
+// whole connection timeout. The close releases the entry's count on p.bg.
+// The caller must not hold p.mu, and e must be stateClosed.
 func (p *Pool) closeEntry(e *entry, reason string) {
-	go func() {
-		defer p.bg.Done()
+	p.mu.Lock()
+	p.closeQ = append(p.closeQ, closeJob{e, reason})
+	if p.closers < maxClosers {
+		// The entry's own count on p.bg is held, so Add is safe here.
+		p.closers++
+		p.bg.Add(1)
+		go p.closer()
+	}
+	p.mu.Unlock()
+}
+
+// closer closes queued sessions until the queue is empty.
+func (p *Pool) closer() {
+	defer p.bg.Done()
+	for {
 		p.mu.Lock()
-		testHookClose(e.inUse)
-		notices := e.notices
-		e.notices = nil
-		p.mu.Unlock()
-		p.awaitNotices(notices)
-		done := make(chan struct{})
-		go func() {
-			e.cs.Close()
-			close(done)
-		}()
-		timer := time.NewTimer(p.opts.CloseTimeout)
-		select {
-		case <-done:
-			timer.Stop()
-		case <-timer.C:
-			p.log.Warn("session close timed out; aborting its requests", "server", e.srv.Name, "timeout", p.opts.CloseTimeout)
-			e.abort()
-			<-done
+		if len(p.closeQ) == 0 {
+			p.closeQ = nil
+			p.closers--
+			p.mu.Unlock()
+			return
 		}
-		e.abort()
-		p.mu.Lock()
-		delete(p.draining, e)
-		p.counters.closes[reason]++
+		j := p.closeQ[0]
+		p.closeQ[0] = closeJob{}
+		p.closeQ = p.closeQ[1:]
+		testHookClose(j.e.inUse)
+		notices := j.e.notices
+		j.e.notices = nil
 		p.mu.Unlock()
+		p.closeSession(j.e, j.reason, notices)
+	}
+}
+
+func (p *Pool) closeSession(e *entry, reason string, notices []*probe) {
+	defer p.bg.Done()
+	p.awaitNotices(notices)
+	done := make(chan struct{})
+	go func() {
+		e.cs.Close()
+		close(done)
 	}()
+	timer := time.NewTimer(p.opts.CloseTimeout)
+	select {
+	case <-done:
+		timer.Stop()
+	case <-timer.C:
+		p.log.Warn("session close timed out; aborting its requests", "server", e.srv.Name, "timeout", p.opts.CloseTimeout)
+		e.abort()
+		<-done
+	}
+	e.abort()
+	p.mu.Lock()
+	delete(p.draining, e)
+	p.counters.closes[reason]++
+	p.mu.Unlock()
 }
 
 // noticeGrace bounds how long a close waits for cancel notices to be
@@ -738,7 +885,7 @@ func (p *Pool) awaitNotices(notices []*probe) {
 	defer t.Stop()
 	for _, n := range notices {
 		select {
-		case <-n.noticeSent:
+		case <-n.notice():
 		case <-t.C:
 			return
 		}
@@ -797,9 +944,15 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	}
 	p.abort()
 	p.mu.Lock()
+	for _, j := range p.closeQ {
+		j.e.abort() // a queued DELETE fails at once instead of waiting out CloseTimeout
+	}
 	var stuck []*entry
 	for e := range p.draining {
 		if e.state == stateDraining && !e.forced {
+			for a := e.attempts; a != nil; a = a.next {
+				a.cancel() // ends the calls' requests; see attempt
+			}
 			// The count on p.bg is taken under the lock while the entry
 			// still holds its own, so the group never reaches zero between.
 			e.forced = true
@@ -815,9 +968,9 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// forceClose aborts every request of e and closes its session under the
-// calls still running on it, for a Shutdown whose context ended: their
-// results are lost. The entry's own close follows when they release it. It
+// forceClose aborts e's requests and closes its session under the calls
+// still running on it (their attempts' contexts were cancelled), for a
+// Shutdown whose context ended: their results are lost. The entry's own close follows when they release it. It
 // runs in a goroutine holding a count on p.bg.
 func (p *Pool) forceClose(e *entry) {
 	defer p.bg.Done()
@@ -838,6 +991,7 @@ func (p *Pool) Stats() Stats {
 		InvalidationsByReason: maps.Clone(p.counters.invalidations),
 		ClosesByReason:        maps.Clone(p.counters.closes),
 	}
+	p.idem.fill(&s)
 	for _, n := range p.counters.invalidations {
 		s.Invalidations += n
 	}
@@ -878,23 +1032,32 @@ type Stats struct {
 	Retries           int64 `json:"retries"`           // requests sent again on a new session
 	Invalidations     int64 `json:"invalidations"`     // sessions dropped as unusable
 	Closes            int64 `json:"closes"`            // sessions closed
-	WaitCount         int64 `json:"wait_count"`        // requests that waited for MaxConcurrentPerServer
+	WaitCount         int64 `json:"wait_count"`        // requests that waited for MaxConcurrentPerKey
 
 	InvalidationsByReason map[string]int64 `json:"invalidations_by_reason"`
 	ClosesByReason        map[string]int64 `json:"closes_by_reason"`
+
+	// Idempotency (idempotency.go), for servers that advertise it.
+	KeyedCalls   int64 `json:"keyed_calls"`   // tools/call sent with an idempotency key
+	KeyedRetries int64 `json:"keyed_retries"` // keyed calls sent again after a failure
+	Replays      int64 `json:"replays"`       // answers the server gave from its record
+	Conflicts    int64 `json:"conflicts"`     // keys the server said were used for another call
+	Interrupted  int64 `json:"interrupted"`   // calls a crash of the server cut off
+	KeysExpired  int64 `json:"keys_expired"`  // keys older than the server's retention
 }
 
 var _ io.Closer = (*Pool)(nil)
 
-// defaultTransport is the pool's HTTP transport when Options give none.
-// http.DefaultTransport keeps 2 idle connections per host: with more
-// concurrent calls to one server than that, every call beyond the second
-// opens (and soon closes) a connection of its own. A pool talks to few hosts
-// with many concurrent calls, so it keeps enough idle connections per host
-// for real concurrency and bounds the total instead.
-func defaultTransport() http.RoundTripper {
+// DefaultTransport is the HTTP transport of every Pool whose Options give
+// none, shared as http.DefaultTransport is. It is a clone of
+// http.DefaultTransport that keeps more idle connections: that one keeps 2
+// per host, so with more concurrent calls to one server every call beyond
+// the second opened (and soon closed) a connection of its own. A pool talks
+// to few hosts with many concurrent calls, so this keeps 256 per host, 1,024
+// in all.
+var DefaultTransport http.RoundTripper = func() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 256
 	return t
-}
+}()

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +25,10 @@ func TestMain(m *testing.M) {
 		serveStdio()
 		return
 	}
+	if os.Getenv(httpServerEnv) != "" {
+		serveHTTP()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -28,10 +36,58 @@ func TestMain(m *testing.M) {
 // stdio path runs against a real child process.
 const stdioServerEnv = "SWITCHBOARD_POOL_TEST_STDIO_SERVER"
 
+// httpServerEnv makes the test binary a Streamable HTTP MCP server on a
+// loopback port, which it prints on stdout ("LISTENING host:port"), until
+// its stdin closes: a server in its own process, so that what a test
+// measures in its own process is the client's cost alone.
+const httpServerEnv = "SWITCHBOARD_POOL_TEST_HTTP_SERVER"
+
+func serveHTTP() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "http-test"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("LISTENING %s\n", ln.Addr())
+	go http.Serve(ln, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
 func serveStdio() {
+	if os.Getenv(stdioServerEnv) == "fail-start" {
+		fmt.Fprintln(os.Stderr, "cannot open /etc/server.conf: permission denied")
+		os.Exit(2)
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "stdio-test"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text + " pid " + fmt.Sprint(os.Getpid())}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "env"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(os.Environ(), "\n")}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "cwd"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		wd, err := os.Getwd()
+		if err == nil {
+			wd, err = filepath.EvalSymlinks(wd)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: wd}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "stderr"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintf(os.Stderr, "%s\n%s\n", in.Text, strings.Repeat("y", 5000))
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "exit"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stderr, "fatal: disk full")
+		os.Exit(3)
+		return nil, nil, nil
 	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -49,7 +105,7 @@ func TestStdioServer(t *testing.T) {
 		t.Fatalf("want two calls on one child process, got %q and %q", first, second)
 	}
 	tools, err := p.ListTools(context.Background(), srv)
-	if err != nil || len(tools) != 1 {
+	if err != nil || len(tools) == 0 || !slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t.Name == "echo" }) {
 		t.Fatalf("ListTools: %v %v", tools, err)
 	}
 	if st := p.Stats(); st.Dials != 1 || st.Open != 1 {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"slices"
+	"sync"
 )
 
 // Protocol versions the pool knows by name.
@@ -56,6 +57,63 @@ type key struct {
 	endpoint string // URL, or the stdio command line digest
 	identity string // digest of headers, env and Identity
 	protocol string
+}
+
+// keyMemo remembers the keys of the Servers a pool was given, so that a
+// caller passing the same *Server for every call (as they do) does not pay
+// for hashing its headers on each one. A memo is used only while the Server
+// still equals the snapshot it was computed from, so a caller that changes
+// its Server in place gets the new key.
+type keyMemo struct {
+	mu sync.Mutex // protects m
+	m  map[*Server]*memoized
+}
+
+type memoized struct {
+	snap Server // a deep copy
+	k    key
+}
+
+// maxKeyMemos bounds the memo: a caller that builds a Server per call would
+// otherwise grow it for ever. Past it, the memo starts afresh.
+const maxKeyMemos = 1024
+
+func (km *keyMemo) key(s *Server) key {
+	km.mu.Lock()
+	if m := km.m[s]; m != nil && m.snap.equal(s) {
+		km.mu.Unlock()
+		return m.k
+	}
+	km.mu.Unlock()
+	k := s.key()
+	m := &memoized{snap: s.clone(), k: k}
+	km.mu.Lock()
+	if km.m == nil || len(km.m) >= maxKeyMemos {
+		km.m = make(map[*Server]*memoized)
+	}
+	km.m[s] = m
+	km.mu.Unlock()
+	return k
+}
+
+func (s *Server) clone() Server {
+	c := *s
+	c.Headers = maps.Clone(s.Headers)
+	c.Env = maps.Clone(s.Env)
+	c.Args = slices.Clone(s.Args)
+	if s.OAuth != nil {
+		o := *s.OAuth
+		o.Scopes = slices.Clone(s.OAuth.Scopes)
+		c.OAuth = &o
+	}
+	return c
+}
+
+// equal reports whether o has every field that makes the key equal to s's.
+func (s *Server) equal(o *Server) bool {
+	return s.URL == o.URL && s.Command == o.Command && s.Dir == o.Dir && s.ProtocolVersion == o.ProtocolVersion &&
+		s.Identity == o.Identity && slices.Equal(s.Args, o.Args) &&
+		maps.Equal(s.Headers, o.Headers) && maps.Equal(s.Env, o.Env) && sameOAuth(s.OAuth, o.OAuth)
 }
 
 func (s *Server) key() key {

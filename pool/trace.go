@@ -36,11 +36,21 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(tracerName)
 }
 
-// startRequestSpan starts the client span of one pool operation.
+// clientSpan is the start option of every request span, built once: with
+// no SDK installed nothing records, and the span of a call must then cost
+// next to nothing.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
+// startRequestSpan starts the client span of one pool operation. Its full
+// name and attributes are set only when it records: a sampler sees the
+// method as the name, and no attributes, at start.
 func (p *Pool) startRequestSpan(ctx context.Context, srv *Server, method, tool string) (context.Context, trace.Span) {
-	name := method
+	ctx, span := p.tracer.Start(ctx, method, clientSpan...)
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	if tool != "" {
-		name += " " + tool
+		span.SetName(method + " " + tool)
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String("mcp.method.name", method),
@@ -52,7 +62,8 @@ func (p *Pool) startRequestSpan(ctx context.Context, srv *Server, method, tool s
 	if srv.URL != "" {
 		attrs = append(attrs, attribute.String("url.full", srv.URL))
 	}
-	return p.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...)
+	return ctx, span
 }
 
 // endSpan records err (if any) on span and ends it.
@@ -80,6 +91,9 @@ func markRetry(ctx context.Context, cause error) {
 // copy; the caller's params are not modified. Without a span context it
 // returns params as they are.
 func withTraceMeta(ctx context.Context, params *mcp.CallToolParams) *mcp.CallToolParams {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return params // nothing to hand on; saves the carrier
+	}
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)
 	if len(c) == 0 {

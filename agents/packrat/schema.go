@@ -26,6 +26,28 @@ var migrations = []string{
 		idempotency_key TEXT UNIQUE,
 		created_at      TEXT NOT NULL
 	)`,
+	// v2: the records of keyed store_note calls (docs/IDEMPOTENCY.md),
+	// written in the same transaction as the note they record, so a crash
+	// leaves both or neither. A store without its own idempotency_key keeps
+	// its record in the note's own row: idempotency_key holds the call's
+	// key behind callKeyPrefix (a control character, which no caller's key
+	// may contain), call_fingerprint and call_ms the rest, and the result
+	// is rendered again from the note on a replay; so the record costs no
+	// statement and no page, only columns of a row the store writes anyway.
+	// call_records holds the others: stores that carry their
+	// own idempotency_key, and the records of deleted notes (a store
+	// resent after its note was deleted is still a replay). result is the
+	// CallToolResult as JSON.
+	`ALTER TABLE notes ADD COLUMN call_fingerprint TEXT;
+	ALTER TABLE notes ADD COLUMN call_ms INTEGER;
+	CREATE TABLE call_records (
+		key         TEXT PRIMARY KEY,
+		tool        TEXT NOT NULL,
+		fingerprint TEXT NOT NULL,
+		note_id     INTEGER NOT NULL,
+		result      BLOB NOT NULL,
+		created_ms  INTEGER NOT NULL
+	) WITHOUT ROWID`,
 }
 
 // migrate brings the schema at db up to date. It runs in one IMMEDIATE

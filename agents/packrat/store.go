@@ -12,11 +12,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+
+	"github.com/switchboard-run/switchboard/internal/idempotency"
 )
 
 // Limits on what one note may hold. They keep a confused model from filling
@@ -64,6 +68,8 @@ type query struct {
 type store struct {
 	db  *sql.DB
 	now func() time.Time // injectable for tests
+
+	recorded atomic.Int64 // keyed calls recorded, for eviction (idempotency.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -180,7 +186,17 @@ func (s *store) Close() error {
 // text and tags; otherwise it fails with errKeyConflict. Without a key every
 // call stores a new note, even one identical to an earlier note: only the
 // caller knows whether two identical calls are a retry or two notes.
+//
+// When ctx carries a keyed call (idempotency.CallFrom), render's rendering
+// of the outcome is committed with the note as the call's record (see
+// idempotency.go): exactly what a replay of the key returns.
 func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err error) {
+	return s.putRecorded(ctx, n, nil)
+}
+
+// putRecorded is put, committing render's rendering of the outcome as the
+// record of the keyed call in ctx, if any, in the same transaction.
+func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bool) ([]byte, error)) (note Note, stored bool, err error) {
 	n, err = normalize(n)
 	if err != nil {
 		return Note{}, false, err
@@ -200,6 +216,12 @@ func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err
 	defer tx.Rollback()
 
 	var key any // NULL when no key is given: NULLs never collide
+	var callFP, callMS any
+	call, keyed := idempotency.CallFrom(ctx)
+	if keyed && render != nil && n.IdempotencyKey == "" {
+		// The call's record goes in the note's own row (idempotency.go).
+		key, callFP, callMS = callKeyPrefix+call.Key, call.Fingerprint, s.now().UnixMilli()
+	}
 	if n.IdempotencyKey != "" {
 		key = n.IdempotencyKey
 		old, err := scanNote(tx.QueryRowContext(ctx,
@@ -208,6 +230,12 @@ func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err
 		case err == nil:
 			if old.Title != n.Title || old.Text != n.Text || !slices.Equal(old.Tags, n.Tags) {
 				return Note{}, false, fmt.Errorf("%w: key %q belongs to note %d", errKeyConflict, n.IdempotencyKey, old.ID)
+			}
+			if err := s.recordCall(ctx, tx, old, false, render); err != nil {
+				return Note{}, false, err
+			}
+			if err := tx.Commit(); err != nil {
+				return Note{}, false, fmt.Errorf("store note: %w", err)
 			}
 			return old, false, nil
 		case !errors.Is(err, sql.ErrNoRows):
@@ -218,12 +246,20 @@ func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err
 	created := s.now().UTC()
 	note = Note{Title: n.Title, Text: n.Text, Tags: n.Tags, CreatedAt: created}
 	err = tx.QueryRowContext(ctx,
-		`INSERT INTO notes (title, text, tags, folded, idempotency_key, created_at)
-		 VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
-		n.Title, n.Text, string(tagsJSON), fold(n), key, created.Format(time.RFC3339Nano),
+		`INSERT INTO notes (title, text, tags, folded, idempotency_key, created_at, call_fingerprint, call_ms)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		n.Title, n.Text, string(tagsJSON), fold(n), key, created.Format(time.RFC3339Nano), callFP, callMS,
 	).Scan(&note.ID)
 	if err != nil {
 		return Note{}, false, fmt.Errorf("store note: %w", err)
+	}
+	if callFP != nil {
+		err = s.maybeEvict(ctx, tx, s.now())
+	} else {
+		err = s.recordCall(ctx, tx, note, true, render)
+	}
+	if err != nil {
+		return Note{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
 		return Note{}, false, fmt.Errorf("store note: %w", err)
@@ -245,14 +281,28 @@ func (s *store) get(ctx context.Context, id int64) (Note, error) {
 }
 
 // remove deletes the note with id and returns it. Its idempotency key, if
-// any, goes with it: a later store with that key stores a new note.
+// any, goes with it: a later store with that key stores a new note. The
+// record of the keyed call that stored it, if it is in the note's row, is
+// kept in call_records, in the same transaction: a resend of that call is
+// still a replay, not a second note.
 func (s *store) remove(ctx context.Context, id int64) (Note, error) {
-	note, err := scanNote(s.db.QueryRowContext(ctx,
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Note{}, fmt.Errorf("delete note %d: %w", id, err)
+	}
+	defer tx.Rollback()
+	if err := s.keepRowRecord(ctx, tx, id); err != nil {
+		return Note{}, fmt.Errorf("delete note %d: %w", id, err)
+	}
+	note, err := scanNote(tx.QueryRowContext(ctx,
 		`DELETE FROM notes WHERE id = ? RETURNING id, title, text, tags, created_at`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Note{}, notFound(id)
 	}
 	if err != nil {
+		return Note{}, fmt.Errorf("delete note %d: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
 		return Note{}, fmt.Errorf("delete note %d: %w", id, err)
 	}
 	return note, nil
@@ -313,14 +363,15 @@ func notFound(id int64) error {
 	return fmt.Errorf("note %d %w (it never existed or was deleted; search_notes and list_notes show the ids in the archive)", id, errNotFound)
 }
 
-// scanNote reads one note from a row of (id, title, text, tags, created_at).
-func scanNote(row interface{ Scan(...any) error }) (Note, error) {
+// scanNote reads one note from a row of (id, title, text, tags, created_at),
+// and the columns after those into more.
+func scanNote(row interface{ Scan(...any) error }, more ...any) (Note, error) {
 	var (
 		n       Note
 		tags    string
 		created string
 	)
-	if err := row.Scan(&n.ID, &n.Title, &n.Text, &tags, &created); err != nil {
+	if err := row.Scan(append([]any{&n.ID, &n.Title, &n.Text, &tags, &created}, more...)...); err != nil {
 		return Note{}, err
 	}
 	if err := json.Unmarshal([]byte(tags), &n.Tags); err != nil {
@@ -358,6 +409,11 @@ func normalize(n newNote) (newNote, error) {
 	n.IdempotencyKey = strings.TrimSpace(n.IdempotencyKey)
 	if c := utf8.RuneCountInString(n.IdempotencyKey); c > maxKeyRunes {
 		return n, fmt.Errorf("%w: idempotency_key is %d characters, more than the %d allowed", errInvalid, c, maxKeyRunes)
+	}
+	if i := strings.IndexFunc(n.IdempotencyKey, unicode.IsControl); i >= 0 {
+		// A control character starts the keys of recorded calls
+		// (callKeyPrefix), and no one types one into a key.
+		return n, fmt.Errorf("%w: idempotency_key has a control character at byte %d", errInvalid, i)
 	}
 	var tags []string
 	for _, t := range n.Tags {

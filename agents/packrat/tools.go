@@ -2,6 +2,7 @@ package packrat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
@@ -83,21 +84,19 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: toolschema.Ptr(false), OpenWorldHint: toolschema.Ptr(false)},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in storeNoteIn) (*mcp.CallToolResult, storeNoteOut, error) {
-		note, stored, err := st.put(ctx, newNote{Title: in.Title, Text: in.Text, Tags: in.Tags, IdempotencyKey: in.IdempotencyKey})
+		render := func(note Note, stored bool) ([]byte, error) { return renderStore(note, stored, in.IdempotencyKey) }
+		note, stored, err := st.putRecorded(ctx, newNote{Title: in.Title, Text: in.Text, Tags: in.Tags, IdempotencyKey: in.IdempotencyKey}, render)
 		if errors.Is(err, errEmptyText) {
 			return nil, storeNoteOut{}, fmt.Errorf("%w: pass the content to archive in \"text\"", err)
 		}
 		if err != nil {
 			return nil, storeNoteOut{}, err
 		}
-		var msg string
 		if stored {
 			log.Info("note stored", "id", note.ID)
-			msg = fmt.Sprintf("Stored note %d.", note.ID)
-		} else {
-			msg = fmt.Sprintf("Note %d was already stored under idempotency key %q; nothing new was stored.", note.ID, strings.TrimSpace(in.IdempotencyKey))
 		}
-		return textResult(msg), storeNoteOut{ID: note.ID, Stored: stored, CreatedAt: note.CreatedAt}, nil
+		res, out := storeOutcome(note, stored, in.IdempotencyKey)
+		return res, out, nil
 	})
 
 	mcp.AddTool(s, &mcp.Tool{
@@ -172,6 +171,27 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		log.Info("note deleted", "id", note.ID)
 		return textResult(fmt.Sprintf("Deleted note %d.", note.ID)), deleteNoteOut{Deleted: true, Note: note}, nil
 	})
+}
+
+// storeOutcome is store_note's answer: a function of the note, whether it
+// was stored now, and the caller's idempotency_key, and of nothing else,
+// so that the record of a keyed call can render it again (idempotency.go).
+func storeOutcome(note Note, stored bool, key string) (*mcp.CallToolResult, storeNoteOut) {
+	var msg string
+	if stored {
+		msg = fmt.Sprintf("Stored note %d.", note.ID)
+	} else {
+		msg = fmt.Sprintf("Note %d was already stored under idempotency key %q; nothing new was stored.", note.ID, strings.TrimSpace(key))
+	}
+	return textResult(msg), storeNoteOut{ID: note.ID, Stored: stored, CreatedAt: note.CreatedAt}
+}
+
+// renderStore is storeOutcome as go-sdk sends it (structured content
+// beside the text), the recorded result of a keyed store_note.
+func renderStore(note Note, stored bool, key string) ([]byte, error) {
+	res, out := storeOutcome(note, stored, key)
+	res.StructuredContent = out
+	return json.Marshal(res)
 }
 
 func textResult(text string) *mcp.CallToolResult {

@@ -78,6 +78,7 @@ type Server struct {
 	limit   *limiter // nil without Options.MaxConcurrentCalls
 	budget  *mcphttp.Budget
 	self    *selfSession
+	idem    *idemServer // idempotency.go
 
 	closeOnce sync.Once
 	closeErr  error
@@ -119,6 +120,9 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		Instructions: def.Description,
 		Logger:       logger,
 	})
+	if err := s.startIdempotency(); err != nil { // innermost of all: idempotency.go
+		return nil, err
+	}
 	if o.MaxConcurrentCalls > 0 {
 		// Added first, so innermost: a call the chain refuses takes no slot.
 		s.limit = newLimiter(def.Name, o.MaxConcurrentCalls, logger, s.self)
@@ -154,6 +158,10 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 	s.metrics = newServerMetrics(def.Name, s.ask.poolStats)
 	s.ask.metrics = s.metrics
 	s.ask.register(s.mcp)
+	if err := s.declareIdempotency(); err != nil {
+		s.closeToolsets()
+		return nil, err
+	}
 
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      o.SessionTimeout,

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/pool"
 	"go.uber.org/goleak"
 )
 
@@ -206,8 +207,8 @@ func TestRequestsAndBadInput(t *testing.T) {
 
 func TestRecoversAfterServerRestart(t *testing.T) {
 	ts := mcptest.NewServer(t, false)
-	// The client's pool uses http.DefaultTransport; see mcptest.Server.Restart.
-	ts.OnStop(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	// The client's pool uses pool.DefaultTransport; see mcptest.Server.Restart.
+	ts.OnStop(pool.DefaultTransport.(*http.Transport).CloseIdleConnections)
 	s := start(t, "--config", writeConfig(t, map[string]string{"test": ts.URL()}))
 	s.send(`{"id":1,"server":"test","method":"tools/call","params":{"name":"echo","arguments":{"id":"a"}}}`)
 	if a := s.next(); a["error"] != nil {

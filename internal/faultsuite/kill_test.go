@@ -114,8 +114,15 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 		if other := r.Answered() - r.FirstTime - r.Recovered - r.cause("outcome_unknown", c502) - r.cause("outcome_unknown", c503) - sibling - redial; other != 0 {
 			t.Errorf("%d errors other than the studio's 502 and 503 and calls retired by another call's 404: %v", other, r.Causes)
 		}
-		did := fmt.Sprintf("the studio restarted packrat after each kill (%d restarts). The calls in flight at a kill came back outcome_unknown (%d cut off, the studio's 502), never replayed. The calls sent after a kill were held by the studio (a refused connect proves nothing was sent; a restarting agent is waited for) and forwarded to the new process",
-			restarts, r.cause("outcome_unknown", c502))
+		did := fmt.Sprintf("the studio restarted packrat after each kill (%d restarts). ", restarts)
+		if st.KeyedCalls > 0 {
+			// packrat advertises idempotency (docs/IDEMPOTENCY.md).
+			did += fmt.Sprintf("Packrat advertises idempotency, so every call carried a key, and the calls cut off at a kill (the studio's 502) were sent again with it (%d keyed resends): %d were answered from the record packrat had committed with the note, the others ran for the first time; %d came back outcome_unknown",
+				st.KeyedRetries, st.Replays, r.cause("outcome_unknown", c502))
+		} else {
+			did += fmt.Sprintf("The calls in flight at a kill came back outcome_unknown (%d cut off, the studio's 502), never replayed", r.cause("outcome_unknown", c502))
+		}
+		did += ". The calls sent after a kill were held by the studio (a refused connect proves nothing was sent; a restarting agent is waited for) and forwarded to the new process"
 		if n := r.cause("outcome_unknown", c503); n > 0 {
 			did += fmt.Sprintf("; %d waited longer than the studio holds a request and got its 503, outcome_unknown: go-sdk drops the 503's JSON-RPC body and the pool does not take a 503 as proof that nothing ran", n)
 		}

@@ -79,6 +79,9 @@ type Options struct {
 	SessionTimeout time.Duration
 	// NoRecord leaves Recorded empty, for load tests that measure memory.
 	NoRecord bool
+	// Middleware, when set, is added as receiving middleware to the go-sdk
+	// server of every generation (an idempotency guard, say).
+	Middleware mcp.Middleware
 }
 
 // NewServer starts a server; stateless selects go-sdk's Stateless mode.
@@ -109,6 +112,9 @@ func (s *Server) URL() string { return "http://" + s.addr + "/mcp" }
 
 func (s *Server) mcpServer(life context.Context) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	if s.opts.Middleware != nil {
+		srv.AddReceivingMiddleware(s.opts.Middleware)
+	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echo text back"}, func(ctx context.Context, req *mcp.CallToolRequest, in ToolIn) (*mcp.CallToolResult, any, error) {
 		s.count(in.ID)
 		defer s.done()

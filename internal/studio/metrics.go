@@ -278,6 +278,12 @@ type PoolInfo struct {
 	Reinitializations int64  `json:"reinitializations"`
 	Retries           int64  `json:"retries"`
 	Invalidations     int64  `json:"invalidations"`
+	// Keyed calls to servers that advertise idempotency (docs/IDEMPOTENCY.md):
+	// answers replayed from the server's record, keys refused as used for
+	// another call, and calls a crash of the server cut off.
+	Replays     int64 `json:"replays"`
+	Conflicts   int64 `json:"conflicts"`
+	Interrupted int64 `json:"interrupted"`
 }
 
 // Pools returns the studio's pool and each running agent's, read from the
@@ -287,6 +293,7 @@ func (s *Studio) Pools(ctx context.Context) []PoolInfo {
 	out := []PoolInfo{{
 		Process: processStudio, Open: int64(st.Open), InUse: int64(st.InUse), Idle: int64(st.Idle),
 		Dials: st.Dials, Reinitializations: st.Reinitializations, Retries: st.Retries, Invalidations: st.Invalidations,
+		Replays: st.Replays, Conflicts: st.Conflicts, Interrupted: st.Interrupted,
 	}}
 	scraped := s.scrapeAgents(ctx)
 	for _, name := range s.names {
@@ -312,7 +319,19 @@ func poolFromFamilies(process string, fams []*dto.MetricFamily) PoolInfo {
 		telemetry.MetricPoolRetries:           &p.Retries,
 		telemetry.MetricPoolInvalidations:     &p.Invalidations,
 	}
+	// The idempotency counter is one family with an event label.
+	byEvent := map[string]*int64{"replay": &p.Replays, "conflict": &p.Conflicts, "interrupted": &p.Interrupted}
 	for _, mf := range fams {
+		if mf.GetName() == telemetry.MetricPoolIdempotency {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if dst, ok := byEvent[l.GetValue()]; ok && l.GetName() == "event" && m.Counter != nil {
+						*dst += int64(m.GetCounter().GetValue())
+					}
+				}
+			}
+			continue
+		}
 		dst, ok := fields[mf.GetName()]
 		if !ok {
 			continue

@@ -82,9 +82,7 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 		return m
 	},
 	"list": func(v ...string) []string { return v },
-	"zero": func(p PoolInfo) bool {
-		return p.Open == 0 && p.InUse == 0 && p.Idle == 0 && p.Dials == 0 && p.Reinitializations == 0 && p.Retries == 0 && p.Invalidations == 0
-	},
+	"zero": zeroPool,
 }).ParseFS(pageFS, "page/*.html"))
 
 // Overview is what the fleet page shows, and GET /api/overview.
@@ -357,3 +355,7 @@ func pageHeaders(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 }
+
+// zeroPool reports whether a process's pool has seen no traffic at all, so
+// the page names it on one line instead of a row of zeros.
+func zeroPool(p PoolInfo) bool { return p == PoolInfo{Process: p.Process} }

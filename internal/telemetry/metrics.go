@@ -25,6 +25,7 @@ const (
 	MetricPoolReinitializations = "switchboard_pool_reinitializations_total"
 	MetricPoolRetries           = "switchboard_pool_retries_total"
 	MetricPoolWaits             = "switchboard_pool_waits_total"
+	MetricPoolIdempotency       = "switchboard_pool_idempotency_total"
 	MetricPoolInvalidations     = "switchboard_pool_invalidations_total"
 	MetricPoolCloses            = "switchboard_pool_closes_total"
 
@@ -47,6 +48,7 @@ type PoolCollector struct {
 	open, inUse, idle                            *prometheus.Desc
 	dials, dialFailures, reinits, retries, waits *prometheus.Desc
 	invalidations, closes                        *prometheus.Desc
+	idempotency                                  *prometheus.Desc
 }
 
 // NewPoolCollector returns a collector of stats(), labelled process.
@@ -68,12 +70,14 @@ func NewPoolCollector(process string, stats func() pool.Stats) *PoolCollector {
 		waits:         d(MetricPoolWaits, "Requests that waited for a per-server concurrency slot."),
 		invalidations: d(MetricPoolInvalidations, "Sessions dropped as unusable, by reason.", "reason"),
 		closes:        d(MetricPoolCloses, "Sessions closed, by reason.", "reason"),
+		idempotency: d(MetricPoolIdempotency, "Keyed tools/call to servers that advertise idempotency (docs/IDEMPOTENCY.md), by event: "+
+			"keyed_call, keyed_retry (sent again with its key), replay (answered from the server's record), conflict, interrupted, key_expired.", "event"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.open, c.inUse, c.idle, c.dials, c.dialFailures, c.reinits, c.retries, c.waits, c.invalidations, c.closes} {
+	for _, d := range []*prometheus.Desc{c.open, c.inUse, c.idle, c.dials, c.dialFailures, c.reinits, c.retries, c.waits, c.invalidations, c.closes, c.idempotency} {
 		ch <- d
 	}
 }
@@ -101,6 +105,12 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range slices.Sorted(maps.Keys(s.ClosesByReason)) {
 		counter(c.closes, s.ClosesByReason[r], r)
 	}
+	counter(c.idempotency, s.KeyedCalls, "keyed_call")
+	counter(c.idempotency, s.KeyedRetries, "keyed_retry")
+	counter(c.idempotency, s.Replays, "replay")
+	counter(c.idempotency, s.Conflicts, "conflict")
+	counter(c.idempotency, s.Interrupted, "interrupted")
+	counter(c.idempotency, s.KeysExpired, "key_expired")
 }
 
 // DelegationMetrics counts the delegations an agent's turns make, from the

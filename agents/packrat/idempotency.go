@@ -1,0 +1,137 @@
+package packrat
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/idempotency"
+)
+
+// store_note is a transactional tool in the sense of docs/IDEMPOTENCY.md:
+// the note and the record of the keyed call that stored it are committed in
+// one SQLite transaction, so a crash of the agent at any instant leaves
+// either both (a repeat of the key gets the recorded result, and no second
+// note) or neither (a repeat runs it, for the first time). Nothing is ever
+// "interrupted". The records live in packrat.db: in the row of the note
+// the call stored (no extra page per commit; see migration v2), or in
+// call_records for a store that carries its own idempotency_key and for a
+// deleted note's record. They are evicted after
+// idempotency.DefaultRetention, the same retention the agent server
+// advertises, past which the server refuses a key before it reaches the
+// tool.
+
+// TransactionalTools names the tools that record their calls in the store
+// (idempotency.TxLedger): the agent server declares them to its guard.
+func (s *store) TransactionalTools() []string { return []string{"store_note"} }
+
+// callKeyPrefix marks a recorded call's key in notes.idempotency_key. A
+// caller's own idempotency_key may not contain a control character
+// (normalize), so the two never collide, and one UNIQUE index serves both.
+const callKeyPrefix = "\x1ecall:"
+
+// callKeyEnd bounds the range of those keys in the index.
+const callKeyEnd = "\x1ecall;"
+
+// Lookup implements idempotency.TxLedger: the record is in the row of the
+// note the call stored (its result rendered again from the note, exactly
+// as store_note rendered it), or in call_records.
+func (s *store) Lookup(ctx context.Context, tool, key string) (*idempotency.Record, error) {
+	r := idempotency.Record{Key: key, Tool: "store_note", State: idempotency.StateDone}
+	var (
+		created int64
+		result  []byte
+	)
+	note, err := scanNote(s.db.QueryRowContext(ctx,
+		`SELECT id, title, text, tags, created_at, call_fingerprint, call_ms FROM notes WHERE idempotency_key = ?`, callKeyPrefix+key),
+		&r.Fingerprint, &created)
+	if err == nil {
+		result, err = s.render(note, true)
+	} else if errors.Is(err, sql.ErrNoRows) {
+		err = s.db.QueryRowContext(ctx, `SELECT tool, fingerprint, result, created_ms FROM call_records WHERE key = ?`, key).
+			Scan(&r.Tool, &r.Fingerprint, &result, &created)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("packrat: look up idempotency key: %w", err)
+	}
+	r.Result, r.Created = result, time.UnixMilli(created)
+	return &r, nil
+}
+
+// render is the result of the store_note call recorded in a note's row:
+// such a call stored the note now, without a key of its own.
+func (s *store) render(note Note, stored bool) ([]byte, error) { return renderStore(note, stored, "") }
+
+// keepRowRecord moves the record in note id's row, if any, to call_records
+// with its rendered result, before the note is deleted.
+func (s *store) keepRowRecord(ctx context.Context, tx *sql.Tx, id int64) error {
+	var (
+		key, fp string
+		created int64
+	)
+	note, err := scanNote(tx.QueryRowContext(ctx,
+		`SELECT id, title, text, tags, created_at, idempotency_key, call_fingerprint, call_ms FROM notes
+		 WHERE id = ? AND idempotency_key >= ? AND idempotency_key < ?`, id, callKeyPrefix, callKeyEnd),
+		&key, &fp, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err == nil {
+		var result []byte
+		if result, err = s.render(note, true); err == nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO call_records (key, tool, fingerprint, note_id, result, created_ms) VALUES (?, 'store_note', ?, ?, ?, ?)`,
+				strings.TrimPrefix(key, callKeyPrefix), fp, id, result, created)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("keeping the record of the call that stored it: %w", err)
+	}
+	return nil
+}
+
+// recordEvery: the transaction of one in this many recorded calls also
+// evicts records older than the retention.
+const recordEvery = 256
+
+// recordCall writes the record of the keyed call in ctx (if any) in tx.
+func (s *store) recordCall(ctx context.Context, tx *sql.Tx, note Note, stored bool, render func(Note, bool) ([]byte, error)) error {
+	c, ok := idempotency.CallFrom(ctx)
+	if !ok || render == nil {
+		return nil
+	}
+	result, err := render(note, stored)
+	if err != nil {
+		return fmt.Errorf("store note: recording the call: %w", err)
+	}
+	now := s.now()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO call_records (key, tool, fingerprint, note_id, result, created_ms) VALUES (?, ?, ?, ?, ?, ?)`,
+		c.Key, c.Tool, c.Fingerprint, note.ID, result, now.UnixMilli()); err != nil {
+		return fmt.Errorf("store note: recording the call: %w", err)
+	}
+	return s.maybeEvict(ctx, tx, now)
+}
+
+// maybeEvict drops, once per recordEvery recorded calls, the records older
+// than the retention: from call_records, and from notes' rows (the note
+// stays; its row forgets the call).
+func (s *store) maybeEvict(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	if s.recorded.Add(1)%recordEvery != 0 {
+		return nil
+	}
+	cutoff := now.Add(-idempotency.DefaultRetention).UnixMilli()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM call_records WHERE created_ms < ?`, cutoff); err != nil {
+		return fmt.Errorf("store note: evicting old call records: %w", err)
+	}
+	// The range of keys behind callKeyPrefix, through the UNIQUE index.
+	if _, err := tx.ExecContext(ctx, `UPDATE notes SET idempotency_key = NULL, call_fingerprint = NULL, call_ms = NULL
+		WHERE idempotency_key >= ? AND idempotency_key < ? AND call_ms < ?`, callKeyPrefix, callKeyEnd, cutoff); err != nil {
+		return fmt.Errorf("store note: evicting old call records: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,361 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The guard is a go-sdk receiving middleware. It advertises the capability
+// in initialize and server/discover results, and stands in front of every
+// tools/call that carries a key:
+//
+//   - a tool annotated readOnlyHint (registered with Pure) just runs: a
+//     repeat recomputes, which is what the hint promises is harmless;
+//   - a transactional tool (registered with Transactional) is looked up in
+//     its own record table, and run with the Call in its context when the
+//     key is new; the tool commits the record with its effect;
+//   - every other tool is recorded as running in the Ledger before it runs
+//     and its result after, both committed.
+//
+// Within one process, calls with one key run one at a time: a repeat waits
+// (at most GuardOptions.Wait) for the first and then answers from its
+// record, so the tool never runs twice concurrently either.
+
+// GuardOptions configure NewGuard. The zero value of every field means its
+// default.
+type GuardOptions struct {
+	Wait   time.Duration // default DefaultWait
+	Logger *slog.Logger  // default: discard
+}
+
+// Guard answers repeated idempotency keys from the records of their first
+// call. Make one with NewGuard.
+type Guard struct {
+	ledger *Ledger
+	wait   time.Duration
+	log    *slog.Logger
+
+	mu      sync.Mutex // protects following
+	tx      map[string]TxLedger
+	pure    map[string]bool
+	flights map[string]chan struct{} // key -> closed when the call in this process ends
+
+	replays, conflicts, interrupted, stillRunning, expired, recorded atomic.Int64
+}
+
+// GuardStats counts what the guard answered since it was made.
+type GuardStats struct {
+	Recorded     int64 `json:"recorded"`      // keyed calls run for the first time
+	Replays      int64 `json:"replays"`       // answered from a record; the tool did not run
+	Conflicts    int64 `json:"conflicts"`     // key reused for a different request
+	Interrupted  int64 `json:"interrupted"`   // key of a call a crash cut off
+	StillRunning int64 `json:"still_running"` // key of a call still running past the wait
+	Expired      int64 `json:"expired"`       // key older than the retention
+}
+
+// NewGuard returns a guard recording in l.
+func NewGuard(l *Ledger, opts *GuardOptions) *Guard {
+	g := &Guard{ledger: l, wait: DefaultWait, log: slog.New(slog.DiscardHandler),
+		tx: map[string]TxLedger{}, pure: map[string]bool{}, flights: map[string]chan struct{}{}}
+	if opts != nil && opts.Wait > 0 {
+		g.wait = opts.Wait
+	}
+	if opts != nil && opts.Logger != nil {
+		g.log = opts.Logger
+	}
+	return g
+}
+
+// Transactional declares tool transactional, recording in its own l.
+func (g *Guard) Transactional(tool string, l TxLedger) {
+	g.mu.Lock()
+	g.tx[tool] = l
+	g.mu.Unlock()
+}
+
+// Pure declares tool free of effects (readOnlyHint): a repeat recomputes.
+func (g *Guard) Pure(tool string) {
+	g.mu.Lock()
+	g.pure[tool] = true
+	g.mu.Unlock()
+}
+
+// Capability is what the guard advertises.
+func (g *Guard) Capability() CapabilityInfo {
+	return CapabilityInfo{Version: Version, RetentionSeconds: int64(g.ledger.Retention() / time.Second), MaxRecords: g.ledger.MaxRecords()}
+}
+
+// Stats reports the guard's counters.
+func (g *Guard) Stats() GuardStats {
+	return GuardStats{
+		Recorded: g.recorded.Load(), Replays: g.replays.Load(), Conflicts: g.conflicts.Load(),
+		Interrupted: g.interrupted.Load(), StillRunning: g.stillRunning.Load(), Expired: g.expired.Load(),
+	}
+}
+
+// A Call is the keyed call a transactional tool is asked to record with its
+// effect.
+type Call struct {
+	Key, Tool, Fingerprint string
+}
+
+type callKey struct{}
+
+// CallFrom returns the Call of a transactional tool's request, if any.
+func CallFrom(ctx context.Context) (Call, bool) {
+	c, ok := ctx.Value(callKey{}).(Call)
+	return c, ok
+}
+
+// WithCall returns ctx carrying c, for tests of transactional tools.
+func WithCall(ctx context.Context, c Call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+type keyCtx struct{}
+
+// KeyFrom returns the idempotency key of the tools/call being served, if it
+// carried one: a tool that calls others derives their keys from it.
+func KeyFrom(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(keyCtx{}).(string)
+	return k, ok
+}
+
+// WithKey returns ctx as the guard makes it for a tools/call with key, for
+// in-process callers of tools that delegate.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtx{}, key)
+}
+
+// Middleware is the guard as a go-sdk receiving middleware.
+func (g *Guard) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/call":
+			return g.call(ctx, method, req, next)
+		case "initialize", "server/discover":
+			res, err := next(ctx, method, req)
+			switch r := res.(type) {
+			case *mcp.InitializeResult:
+				r.Capabilities = g.advertise(r.Capabilities)
+			case *mcp.DiscoverResult:
+				r.Capabilities = g.advertise(r.Capabilities)
+			}
+			return res, err
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (g *Guard) advertise(c *mcp.ServerCapabilities) *mcp.ServerCapabilities {
+	if c == nil {
+		c = &mcp.ServerCapabilities{}
+	}
+	// go-sdk builds the capabilities afresh for every answer (a clone of
+	// the configured ones), so adding to the map here changes no shared
+	// state; the clone is shallow, so the map itself is copied.
+	exp := make(map[string]any, len(c.Experimental)+1)
+	for k, v := range c.Experimental {
+		exp[k] = v
+	}
+	exp[CapabilityName] = g.Capability()
+	c.Experimental = exp
+	return c
+}
+
+func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	params, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+	if !ok || params == nil {
+		return next(ctx, method, req)
+	}
+	key, found, err := KeyFromMeta(params.Meta)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	if !found {
+		return next(ctx, method, req)
+	}
+	ctx = context.WithValue(ctx, keyCtx{}, key)
+	tool := params.Name
+	g.mu.Lock()
+	pure, txl := g.pure[tool], g.tx[tool]
+	g.mu.Unlock()
+	if pure {
+		return next(ctx, method, req)
+	}
+	var cred string
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		cred = extra.Header.Get("Authorization")
+	}
+	fp, err := Fingerprint(tool, params.Arguments, cred)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	created, timed := KeyTime(key)
+	if timed && g.ledger.opts.Now().Sub(created) > g.ledger.Retention() {
+		g.expired.Add(1)
+		return nil, expiredError(key, created, g.ledger.Retention())
+	}
+
+	release, err := g.enter(ctx, key, tool)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	if txl != nil {
+		rec, err := txl.Lookup(ctx, tool, key)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the call to %s did not run: looking up its idempotency key: %v", tool, err)}
+		}
+		if rec != nil {
+			return g.answer(rec, key, fp)
+		}
+		g.recorded.Add(1)
+		return next(WithCall(ctx, Call{Key: key, Tool: tool, Fingerprint: fp}), method, req)
+	}
+
+	rec, err := g.ledger.Begin(ctx, key, tool, fp)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the call to %s did not run: %v", tool, err)}
+	}
+	if rec != nil {
+		return g.answer(rec, key, fp)
+	}
+	if timed && !created.After(g.ledger.Horizon()) {
+		// A record of this key may have been evicted for space: refuse
+		// rather than risk running it twice.
+		g.abandon(key)
+		g.expired.Add(1)
+		return nil, expiredError(key, created, g.ledger.Retention())
+	}
+	g.recorded.Add(1)
+	res, err := next(ctx, method, req)
+	if err != nil {
+		// A JSON-RPC error from below (unknown tool, invalid arguments, a
+		// refused chain): go-sdk answers those before the handler runs.
+		g.abandon(key)
+		return res, err
+	}
+	raw, err := json.Marshal(res)
+	if err == nil {
+		// The result is committed before it is answered, on a context
+		// that the caller's cancellation does not end: the tool ran.
+		err = g.ledger.Finish(context.WithoutCancel(ctx), key, raw)
+	}
+	if err != nil {
+		// The record stays running: a repeat gets still-running from this
+		// process and interrupted from the next, never a second run.
+		g.log.Error("recording a call's result failed", "tool", tool, "err", err)
+	}
+	return res, nil
+}
+
+func (g *Guard) abandon(key string) {
+	if err := g.ledger.Abandon(context.Background(), key); err != nil {
+		g.log.Error("forgetting an idempotency key failed", "err", err)
+	}
+}
+
+// enter waits until no other call with key runs in this process, at most
+// g.wait, and claims the key.
+func (g *Guard) enter(ctx context.Context, key, tool string) (release func(), err error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		g.mu.Lock()
+		done, busy := g.flights[key]
+		if !busy {
+			done = make(chan struct{})
+			g.flights[key] = done
+			g.mu.Unlock()
+			return func() {
+				g.mu.Lock()
+				delete(g.flights, key)
+				g.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		g.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(g.wait)
+		}
+		select {
+		case <-done:
+		case <-timer.C:
+			g.stillRunning.Add(1)
+			return nil, stillRunningError(key, tool, g.wait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// answer answers a repeated key from its record.
+func (g *Guard) answer(rec *Record, key, fp string) (mcp.Result, error) {
+	if rec.Fingerprint != fp {
+		g.conflicts.Add(1)
+		return nil, &jsonrpc.Error{Code: CodeConflict, Message: fmt.Sprintf(
+			"idempotency key %q was first used for a different request (tool %s, other arguments or another caller); nothing ran", key, rec.Tool)}
+	}
+	switch {
+	case rec.State == StateDone:
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(rec.Result, &res); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the recorded result of idempotency key %q cannot be read: %v", key, err)}
+		}
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta[ReplayMetaKey] = true
+		g.replays.Add(1)
+		return &res, nil
+	case rec.State == StateInterrupted || rec.Incarnation != g.ledger.Incarnation():
+		g.interrupted.Add(1)
+		return nil, &jsonrpc.Error{Code: CodeInterrupted, Message: fmt.Sprintf(
+			"the call to %s with idempotency key %q was interrupted by a restart of the server while it ran (started %s); whether it took effect is unknown, and it is not run again",
+			rec.Tool, key, rec.Created.UTC().Format(time.RFC3339))}
+	default:
+		g.stillRunning.Add(1)
+		return nil, stillRunningError(key, rec.Tool, g.wait)
+	}
+}
+
+func stillRunningError(key, tool string, waited time.Duration) error {
+	data, _ := json.Marshal(map[string]any{"retryAfterMs": 500})
+	return &jsonrpc.Error{Code: CodeStillRunning, Message: fmt.Sprintf(
+		"the call to %s with idempotency key %q is still running (waited %v); ask again later", tool, key, waited), Data: data}
+}
+
+func expiredError(key string, created time.Time, retention time.Duration) error {
+	return &jsonrpc.Error{Code: CodeKeyExpired, Message: fmt.Sprintf(
+		"idempotency key %q (created %s) is older than this server keeps records for (%v, or evicted for space); it is refused, not run",
+		key, created.UTC().Format(time.RFC3339), retention)}
+}
+
+// ErrCode reports the idempotency code of err, if it is one of this
+// protocol's JSON-RPC errors.
+func ErrCode(err error) (int64, bool) {
+	var w *jsonrpc.Error
+	if !errors.As(err, &w) {
+		return 0, false
+	}
+	switch w.Code {
+	case CodeConflict, CodeStillRunning, CodeInterrupted, CodeKeyExpired:
+		return w.Code, true
+	}
+	return 0, false
+}
