@@ -70,6 +70,15 @@ type Options struct {
 	// re-initializations (trace.go); default the global provider,
 	// otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
+	// OAuth configures OAuth for HTTP servers (oauth.go); nil: stored
+	// tokens from tokenstore.DefaultDir, nobody to ask.
+	OAuth *OAuthOptions
+	// Elicit answers a server's elicitation/create (go-sdk fills in the
+	// schema's defaults, SEP-1034). nil: the pool does not offer
+	// elicitation, so a server does not ask. A server that sends its
+	// requests on the standalone GET stream (the TypeScript SDK's) needs
+	// Notifications too.
+	Elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 }
 
 // Pool is a pooled MCP client session manager. It is safe for concurrent use.
@@ -94,7 +103,8 @@ type Pool struct {
 
 	progress progressRoutes
 	memo     keyMemo
-	idem     idemState // idempotency.go
+	idem     idemState    // idempotency.go
+	oauth    oauthClients // oauth.go: tokens per (URL, identity), shared by the key's sessions
 
 	mu        sync.Mutex // protects following fields
 	closed    bool
@@ -660,6 +670,7 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e.abortCtx, e.abort = context.WithCancel(context.Background())
 	e.onExpiry = func() { p.invalidate(e, reasonExpired) }
 	copts := &mcp.ClientOptions{
+		ElicitationHandler: p.opts.Elicit,
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			p.progress.route(e, req)
 		},
@@ -674,7 +685,7 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	if e.http {
 		t = &mcp.StreamableClientTransport{
 			Endpoint:             srv.URL,
-			HTTPClient:           &http.Client{Transport: &recorder{base: p.base, headers: srv.Headers, entry: e}},
+			HTTPClient:           &http.Client{Transport: &recorder{base: p.oauth.transport(p.base, srv, p.opts.OAuth, p.log), headers: srv.Headers, entry: e}},
 			DisableStandaloneSSE: !p.opts.Notifications,
 		}
 	} else {

@@ -45,6 +45,10 @@ type Server struct {
 	// Identity distinguishes callers that must not share a session even when
 	// their headers are equal (for example two end users behind one token).
 	Identity string
+
+	// OAuth, when set, configures the server's OAuth beyond what discovery
+	// finds (oauth.go). Servers without it still get OAuth when they ask.
+	OAuth *OAuthConfig
 }
 
 // key identifies a pool entry. It is comparable so that it can key a map, as
@@ -97,6 +101,11 @@ func (s *Server) clone() Server {
 	c.Headers = maps.Clone(s.Headers)
 	c.Env = maps.Clone(s.Env)
 	c.Args = slices.Clone(s.Args)
+	if s.OAuth != nil {
+		o := *s.OAuth
+		o.Scopes = slices.Clone(s.OAuth.Scopes)
+		c.OAuth = &o
+	}
 	return c
 }
 
@@ -104,7 +113,7 @@ func (s *Server) clone() Server {
 func (s *Server) equal(o *Server) bool {
 	return s.URL == o.URL && s.Command == o.Command && s.Dir == o.Dir && s.ProtocolVersion == o.ProtocolVersion &&
 		s.Identity == o.Identity && slices.Equal(s.Args, o.Args) &&
-		maps.Equal(s.Headers, o.Headers) && maps.Equal(s.Env, o.Env)
+		maps.Equal(s.Headers, o.Headers) && maps.Equal(s.Env, o.Env) && sameOAuth(s.OAuth, o.OAuth)
 }
 
 func (s *Server) key() key {
@@ -116,6 +125,10 @@ func (s *Server) key() key {
 		}
 	}
 	write(s.Identity)
+	if o := s.OAuth; o != nil {
+		// Two clients of one server hold different tokens.
+		write("o", o.ClientID, o.Grant)
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		write("h", k, s.Headers[k])
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/askcmd"
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/clientcmd"
+	"github.com/switchboard-run/switchboard/internal/logincmd"
 	"github.com/switchboard-run/switchboard/internal/statuscmd"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/version"
@@ -28,6 +29,8 @@ commands:
   agent serve --agent agents/NAME         run one agent as an MCP server
   client [--config tools/mcp.json]        JSON lines on stdin -> pooled MCP calls -> JSON lines on stdout
   status [--studio URL] [--json]          a running studio's agents, pools, calls and recent delegations
+  login [--config tools/mcp.json] SERVER  sign in to an OAuth-protected MCP server (prints a URL to open)
+  logout [--config tools/mcp.json] SERVER revoke and forget the stored token
   version                                 print the version
   help [COMMAND]                          print this, or a command's usage
 
@@ -49,6 +52,8 @@ var commands = map[string]command{
 	"up":      studio.Main,
 	"client":  clientcmd.Main,
 	"status":  statuscmd.Main,
+	"login":   logincmd.Login,
+	"logout":  logincmd.Logout,
 	"agent":   agentCommand,
 	"version": versionCommand,
 }

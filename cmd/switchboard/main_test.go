@@ -40,7 +40,7 @@ func TestHelpEverywhere(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--help"}, {"help"}, {"-h"},
-		{"ask", "--help"}, {"ask", "-h"}, {"up", "--help"}, {"client", "--help"}, {"status", "--help"},
+		{"ask", "--help"}, {"ask", "-h"}, {"up", "--help"}, {"client", "--help"}, {"status", "--help"}, {"login", "--help"}, {"logout", "--help"},
 		{"agent", "--help"}, {"agent", "serve", "--help"}, {"version", "--help"},
 		{"help", "ask"}, {"help", "agent"}, {"ask", "--json", "--help", "a task"},
 	} {

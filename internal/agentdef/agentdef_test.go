@@ -172,7 +172,7 @@ func TestLoadErrors(t *testing.T) {
 		{"allow_stdio not a boolean", minimal(`, "allow_stdio": "yes"`),
 			"", `: field "allow_stdio": want true or false, got string`},
 		{"malformed mcp.json", minimal(``), `{"mcpServers": {"scout": {"url": "http://a", "workdir": "/"}}}`,
-			`: server "scout": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove`},
+			`: server "scout": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove, oauth`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -87,7 +87,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if timeout == 0 {
 		timeout = -1 // Options: negative means never
 	}
-	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, MaxConcurrentCalls: *maxConcurrent, ModelTimeout: *modelTimeout, Logger: logger}, stdout, logger); err != nil {
+	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, MaxConcurrentCalls: *maxConcurrent, ModelTimeout: *modelTimeout, Logger: logger, ResumableStreams: resumableFromEnv()}, stdout, logger); err != nil {
 		// Plainly, not through the logger: this is the line a person (or
 		// the studio's "last log line") needs to read.
 		fmt.Fprintf(stderr, "switchboard agent serve: %v\n", err)

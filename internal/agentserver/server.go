@@ -60,6 +60,9 @@ type Options struct {
 	ModelTimeout time.Duration
 	// Logger; default: discard.
 	Logger *slog.Logger
+	// ResumableStreams keeps each session's SSE events (bounded, in
+	// memory) so a client can resume a dropped stream (resume.go).
+	ResumableStreams bool
 	// Pool carries the agent's own delegations (the ask tool's model turn).
 	// When nil the Server makes one on first use and closes it in Close.
 	Pool *pool.Pool
@@ -163,11 +166,12 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		return nil, err
 	}
 
-	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	streamable := retryField(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      o.SessionTimeout,
 		MaxRequestBodyBytes: o.MaxBodyBytes,
 		Logger:              logger,
-	})
+		EventStore:          eventStore(o.ResumableStreams), // resume.go: resumable SSE
+	}), sseRetry)
 	ttl := time.Duration(0)
 	if o.SessionTimeout > 0 {
 		// Outlive go-sdk's own timer, so the binding is never the first to

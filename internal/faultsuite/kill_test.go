@@ -129,7 +129,13 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 		if redial > 0 {
 			did += fmt.Sprintf("; %d more met the 503 while re-initializing (transport or session_expired: nothing ran)", redial)
 		}
-		did += fmt.Sprintf(". Once the new process ran, the stale session's 404 led to a re-initialization (%d in all) and %d calls were recovered on the new session", st.Reinitializations, r.Recovered)
+		if st.Reinitializations == 0 && r.Recovered == 0 {
+			// internal/studio/continuity.go: the studio meets the new
+			// process's 404 and re-establishes the session itself.
+			did += ". Once the new process ran, the studio re-established the pool's session on it (session continuity): the pool never saw the restart, no re-initialization, no retry"
+		} else {
+			did += fmt.Sprintf(". Once the new process ran, the stale session's 404 led to a re-initialization (%d in all) and %d calls were recovered on the new session", st.Reinitializations, r.Recovered)
+		}
 		if sibling > 0 {
 			did += fmt.Sprintf("; %s in flight when another call's 404 ended the session came back outcome_unknown", plural(sibling, "call", "calls"))
 		}

@@ -65,6 +65,8 @@ type Server struct {
 	// Timeout bounds one call to the server ("timeout", in seconds); zero:
 	// the caller's own deadline only.
 	Timeout time.Duration
+	// OAuth is the server's "oauth" (oauth.go); nil when it has none.
+	OAuth *pool.OAuthConfig
 }
 
 // Config is a loaded mcp.json.
@@ -123,7 +125,7 @@ func (s *Server) Pool() *pool.Server {
 	return &pool.Server{
 		Name: s.Name, URL: s.URL, Headers: s.Headers,
 		Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Dir,
-		ProtocolVersion: s.ProtocolVersion,
+		ProtocolVersion: s.ProtocolVersion, OAuth: s.OAuth,
 	}
 }
 
@@ -145,8 +147,8 @@ const serverNameRule = "names must match ^[a-zA-Z0-9_-]{1,64}$ because they beco
 
 // Field names, in the order they are checked and listed in errors.
 var (
-	serverFields = []string{"type", "url", "headers", "command", "args", "env", "cwd", "envFile", "protocolVersion", "disabled", "timeout", "dev", "alwaysAllow", "autoApprove"}
-	httpFields   = []string{"url", "headers"}
+	serverFields = []string{"type", "url", "headers", "command", "args", "env", "cwd", "envFile", "protocolVersion", "disabled", "timeout", "dev", "alwaysAllow", "autoApprove", "oauth"}
+	httpFields   = []string{"url", "headers", "oauth"}
 	stdioFields  = []string{"command", "args", "env", "cwd", "envFile"}
 )
 
@@ -304,6 +306,7 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 		env      []kv
 		disabled bool
 		timeout  time.Duration
+		oauth    *pool.OAuthConfig
 	)
 	for _, m := range ms {
 		has[m.Key] = true
@@ -313,6 +316,8 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 			str[m.Key], err = sp.str(m.Key, m.Raw)
 		case "timeout":
 			timeout, err = sp.timeout(m.Raw)
+		case "oauth":
+			oauth, err = sp.oauth(m.Raw)
 		case "alwaysAllow", "autoApprove":
 			_, err = sp.strs(m)
 		case "dev":
@@ -367,7 +372,7 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 	}
 
 	// Then the values.
-	s := &Server{Name: sp.name, Type: typ, Timeout: timeout}
+	s := &Server{Name: sp.name, Type: typ, Timeout: timeout, OAuth: oauth}
 	if v, ok := str["protocolVersion"]; ok {
 		if !slices.Contains(protocolVersions, v) {
 			return nil, sp.fail("protocolVersion", v, "unsupported protocol version %q; want one of %q", v, protocolVersions)

@@ -42,8 +42,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.SetOutput(stderr)
 	url := fs.String("studio", "", "the studio's URL (default $"+studio.EnvStudioURL+", else http://"+studio.DefaultListen+")")
 	asJSON := fs.Bool("json", false, "print one JSON object: the overview and the per-agent call summary")
+	authOnly := fs.Bool("auth", false, "print the OAuth sign-in state of the HTTP servers in --config instead (no studio needed; never a token)")
+	config := fs.String("config", "tools/mcp.json", "with --auth: the mcp.json whose servers are shown")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: switchboard status [--studio URL] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations.\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: switchboard status [--studio URL] [--json]\n       switchboard status --auth [--config tools/mcp.json] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations;\nwith --auth, the sign-in state of each HTTP server (switchboard login).\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if cli.HelpRequested(args) {
@@ -57,6 +59,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "switchboard status: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *authOnly {
+		return authStatus(*config, *asJSON, stdout, stderr)
 	}
 	base := cmp.Or(*url, os.Getenv(studio.EnvStudioURL), "http://"+studio.DefaultListen)
 	c := &client{base: strings.TrimSuffix(base, "/"), token: os.Getenv(studio.EnvToken), http: &http.Client{Timeout: requestTimeout}}

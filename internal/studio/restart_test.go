@@ -16,9 +16,10 @@ import (
 // TestRequestsDuringRestartLand: a request for an agent that has died is
 // neither answered 502 (the connection to the dead process is refused, so
 // nothing was sent) nor 503 (the agent is restarting): the studio holds it
-// until the new process runs and sends it there, where the caller's pool
-// meets the 404 for its old session and recovers. Every call lands exactly
-// once.
+// until the new process runs and sends it there, where the studio meets the
+// 404 for the old upstream session, re-establishes it and sends the call
+// again (continuity.go). Every call lands exactly once, and the caller's
+// pool never sees the restart: no retry, no re-initialization.
 //
 // Not covered, because nobody can: a request sent in the very instant the
 // process dies, which the kernel may still accept into the dying listener's
@@ -72,14 +73,17 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 		if got := toolText(res); got == "" || res.IsError {
 			t.Fatalf("%s: result %+v", when, res)
 		}
-		if !info.Retried {
-			t.Errorf("%s: the call should have met the new process's 404 and been retried once: %+v", when, info)
+		if info.Retried {
+			t.Errorf("%s: the pool retried the call; the studio should have kept its session: %+v", when, info)
 		}
 		if a := s.Agents()[0]; a.PID == before.PID || a.Restarts != round+1 {
 			t.Fatalf("%s: agent %+v", when, a)
 		}
 	}
-	if st := p.Stats(); st.Reinitializations != 2 || st.Retries != 2 {
+	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 2 {
+		t.Errorf("the studio re-established %d upstream sessions, want 2", renewals)
+	}
+	if st := p.Stats(); st.Reinitializations != 0 || st.Retries != 0 {
 		t.Fatalf("pool stats: %+v", st)
 	}
 }

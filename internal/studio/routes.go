@@ -148,9 +148,10 @@ type procKey struct{}
 type upstreamKey struct{}
 
 // agentProxy returns the route to proc's current address.
-func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
+func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 	name := proc.def.Name
-	return newProxy(func(r *http.Request) (*url.URL, string) {
+	cont := newContinuity(&redialTransport{base: s.transport, wait: s.opts.RestartWait}, sessionIdleTTL, s.logger.With("agent", name))
+	proxy := newProxy(func(r *http.Request) (*url.URL, string) {
 		u, _ := r.Context().Value(upstreamKey{}).(*url.URL)
 		if u == nil {
 			// Unreachable through serveAPI; fail closed.
@@ -158,7 +159,7 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 		}
 		return u, name
 	}, &ProxyOptions{
-		Transport: &redialTransport{base: s.transport, wait: s.opts.RestartWait},
+		Transport: cont, // continuity.go: sessions outlive the agent's restarts
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
@@ -172,8 +173,12 @@ func (s *Studio) agentProxy(proc *agentProc) *mcphttp.Handler {
 			},
 			Logger: s.logger.With("agent", name),
 			// The token (if any) was checked by the studio for all of /api/.
+
+			// A binding forgotten for idleness ends the session's continuity.
+			OnSessionExpired: cont.forget,
 		},
 	})
+	return proxy, cont
 }
 
 // writeDown answers 503 for an agent that is not running, with how long to

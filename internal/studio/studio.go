@@ -174,6 +174,8 @@ type Studio struct {
 type managed struct {
 	proc  *agentProc
 	proxy *mcphttp.Handler
+	// continuity keeps the proxy's sessions across the agent's restarts.
+	continuity *continuity
 }
 
 // Start loads every agent under <Dir>/agents, listens, and starts the agents.
@@ -292,7 +294,8 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 			return nil, fmt.Errorf("studio: agent %s: %w", d.Name, err)
 		}
 		proc := newAgentProc(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
-		s.agents[d.Name] = &managed{proc: proc, proxy: s.agentProxy(proc)}
+		proxy, cont := s.agentProxy(proc)
+		s.agents[d.Name] = &managed{proc: proc, proxy: proxy, continuity: cont}
 		s.names = append(s.names, d.Name)
 	}
 	slices.Sort(s.names)
