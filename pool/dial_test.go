@@ -174,3 +174,49 @@ func TestShutdownBoundsTheWaitForCallsInFlight(t *testing.T) {
 	}
 	closeWithin(t, p, 10*time.Second) // idempotent
 }
+
+// TestFreshSessionIsNotSweptBeforeItsCaller: a session dialed for a caller
+// that has not yet taken it (here held between the dial and the take, as a
+// loaded machine may hold it for longer than IdleTimeout) is not idle; the
+// cleaner leaves it, and the caller gets it.
+func TestFreshSessionIsNotSweptBeforeItsCaller(t *testing.T) {
+	sweeps := make(chan struct{}, 1000)
+	oldSwept := testHookCleanerSwept
+	testHookCleanerSwept = func() {
+		select {
+		case sweeps <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { testHookCleanerSwept = oldSwept })
+	release := make(chan struct{})
+	oldWait := testHookAcquireWait
+	testHookAcquireWait = func(key) { <-release }
+	t.Cleanup(func() { testHookAcquireWait = oldWait })
+
+	ts := newTestServer(t, false)
+	p := newTestPool(t, &Options{IdleTimeout: 5 * time.Millisecond})
+	srv := server(ts, "a")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(context.Background(), p, srv, "echo", "late")
+		errc <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Stats().Open != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the dial did not install a session")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 10 { // ten sweeps, each past the idle timeout, before the caller takes it
+		<-sweeps
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatalf("the caller the session was dialed for: %v", err)
+	}
+	if st := p.Stats(); st.Dials != 1 || st.ClosesByReason[reasonIdle] != 0 {
+		t.Fatalf("stats %+v: want one dial and no idle close before its caller took it", st)
+	}
+}

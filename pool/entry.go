@@ -42,6 +42,7 @@ type entry struct {
 	notices     []*probe // calls cancelled while sent: their cancel notice may still be on its way
 	state       entryState
 	inUse       int
+	reserved    int // callers its dial was for that have not taken it yet (dialCall.waiters)
 	created     time.Time
 	lastUsed    time.Time
 	closeReason string

@@ -483,8 +483,12 @@ func (p *Pool) admit(ctx context.Context, k key) (release func(), err error) {
 // second one for the same key.
 type dialCall struct {
 	done chan struct{} // closed when e or err is set
-	e    *entry        // the installed entry; nil on failure
+	e    *entry        // the installed entry; nil on failure; set under p.mu
 	err  error
+	// waiters counts the callers that will take e once done is closed;
+	// guarded by p.mu. The dial hands the count to e.reserved, so that the
+	// idle cleaner cannot close a session its callers have not reached yet.
+	waiters int
 }
 
 // acquire returns a live entry for k with its use count taken, dialing one if
@@ -515,6 +519,7 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key, a *attempt) (*en
 	if dc == nil {
 		dc = p.startDialLocked(ctx, srv, k)
 	}
+	dc.waiters++
 	p.mu.Unlock()
 	testHookAcquireWait(k)
 
@@ -526,12 +531,20 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key, a *attempt) (*en
 		e := dc.e
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		e.reserved--
 		if e.state != stateLive {
 			return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: errors.New("session ended right after it was established")}
 		}
 		e.takeLocked(a)
 		return e, nil
 	case <-ctx.Done():
+		p.mu.Lock()
+		if dc.e != nil {
+			dc.e.reserved-- // installed already: give up the place kept for us
+		} else {
+			dc.waiters--
+		}
+		p.mu.Unlock()
 		return nil, &Error{Kind: KindTransport, Server: srv.Name, Err: fmt.Errorf("waiting for the session to be established: %w", ctx.Err())}
 	}
 }
@@ -642,7 +655,9 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	}
 	now := time.Now()
 	e.created, e.lastUsed = now, now
+	e.reserved = dc.waiters
 	p.entries[k] = e
+	dc.e = e
 	// A session ends on its own only through a stream it holds open (the
 	// standalone GET stream) or a process that exits; an HTTP session
 	// without the stream fails only as the result of a request, which do
@@ -660,7 +675,6 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	}
 	p.log.DebugContext(ctx, "session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
 	endSpan(span, nil)
-	dc.e = e
 	close(dc.done)
 }
 

@@ -42,7 +42,9 @@ func (p *Pool) collectIdle(now time.Time) []*entry {
 	defer p.mu.Unlock()
 	var idle []*entry
 	for k, e := range p.entries {
-		if e.inUse == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
+		// A session just dialed for callers that have not reached it yet
+		// is not idle, however long they take to get there.
+		if e.inUse == 0 && e.reserved == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
 			delete(p.entries, k)
 			// The key's bookkeeping goes with its last session: a pool that
 			// sees many identities over time must not keep an entry per
