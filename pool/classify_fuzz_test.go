@@ -114,7 +114,7 @@ func FuzzClassify(f *testing.F) {
 		if ev.rpc != nil && answered4xx && v.rpc == nil && v.kind != KindOutcomeUnknown && !(overHTTP && posts <= 0) {
 			t.Fatalf("the server's own error was dropped: %+v for %v, %+v", v, err, ev)
 		}
-		if _, fromSDK := rpcError(err); !fromSDK && ctxErr == nil && ev.rpc != nil && ev.rpcIDNull && status >= 500 && v.kind != KindOutcomeUnknown && !(overHTTP && posts == 0) && !notWritten {
+		if _, fromSDK := rpcError(err); !fromSDK && ctxErr == nil && ev.rpc != nil && ev.rpcIDNull && status >= 500 && v.kind != KindOutcomeUnknown && !(overHTTP && posts <= 0) && !notWritten {
 			// An intermediary's 5xx (the studio's 502) says the request may
 			// have reached the server behind it.
 			t.Fatalf("a 5xx with a null-id error is not outcome_unknown: %+v for %v, %+v", v, err, ev)
