@@ -69,7 +69,7 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 
 // idemState is the pool's idempotency bookkeeping.
 type idemState struct {
-	capable sync.Map // key.String() -> true: the server advertised the capability
+	capable sync.Map // key -> true: the server advertised the capability
 
 	keyed, replays, keyedRetries, conflicts, interrupted, expired atomic.Int64
 }
@@ -96,19 +96,31 @@ func advertises(cs *mcp.ClientSession) bool {
 // keyedCall is one CallTool's idempotency state, across its attempts.
 type keyedCall struct {
 	p       *Pool
-	pk      string // the pool key's String
+	srv     *Server
+	pk      key    // see poolKey
+	pkSet   bool   // pk is worked out
 	key     string // the idempotency key; made on first use
 	sent    bool   // sent with the key at least once
 	attempt int
 }
 
 func (p *Pool) newKeyedCall(ctx context.Context, srv *Server) *keyedCall {
-	c := &keyedCall{p: p}
-	if srv != nil {
-		c.pk = srv.key().String()
-	}
+	c := &keyedCall{p: p, srv: srv}
 	c.key, _ = ctx.Value(idempotencyKeyCtx{}).(string)
 	return c
+}
+
+// poolKey is the call's pool key, worked out only when it is needed (a
+// server that advertises the capability, or a failure): a call that
+// succeeds on a server without it pays nothing here.
+func (c *keyedCall) poolKey() key {
+	if !c.pkSet {
+		if c.srv != nil {
+			c.pk = c.p.memo.key(c.srv)
+		}
+		c.pkSet = true
+	}
+	return c.pk
 }
 
 // paramsFor returns the params to send on e: with the key in _meta when e's
@@ -117,7 +129,7 @@ func (c *keyedCall) paramsFor(e *entry, params *mcp.CallToolParams) *mcp.CallToo
 	if !advertises(e.cs) {
 		return params
 	}
-	c.p.idem.capable.Store(c.pk, true)
+	c.p.idem.capable.Store(c.poolKey(), true)
 	if c.key == "" {
 		c.key = idempotency.NewKey(time.Now())
 	}
@@ -142,7 +154,7 @@ func (c *keyedCall) again(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil || c.attempt >= maxKeyedAttempts {
 		return false
 	}
-	if _, ok := c.p.idem.capable.Load(c.pk); !ok {
+	if _, ok := c.p.idem.capable.Load(c.poolKey()); !ok {
 		return false
 	}
 	var pe *Error
