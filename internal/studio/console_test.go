@@ -475,3 +475,113 @@ func TestPagesShowTruthfulBadges(t *testing.T) {
 		t.Errorf("the empty ask's page:\n%.2000s", run)
 	}
 }
+
+// TestConsoleActionsDuringBackoff: between runs, while the supervisor waits
+// out the backoff after an exit, restart starts the agent now instead of at
+// its retry time and stop cancels the pending start; both are guarded as
+// at any other time and recorded in the history. The backoff is an hour,
+// so an agent that runs again before the test ends was started by the
+// request, not by the timer.
+func TestConsoleActionsDuringBackoff(t *testing.T) {
+	const token = "console-token-0123456789"
+	dir := mcphttptest.Project(t)
+	// Every start of this agent exits 1: it names a toolset that does not
+	// exist.
+	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
+	s := startStudio(t, dir, &Options{Token: token, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	c := newAPIClient(t, s, token)
+	host := strings.TrimPrefix(s.URL(), "http://")
+	same := map[string]string{"Origin": "http://" + host, "Sec-Fetch-Site": "same-origin"}
+
+	history := func() string {
+		var d AgentDetail
+		c.getJSON("/api/agents/broken", &d)
+		var events []string
+		for _, e := range d.History {
+			events = append(events, e.Event+":"+e.Reason)
+		}
+		return strings.Join(events, ",")
+	}
+	// waitHistory polls until the history has n entries.
+	waitHistory := func(n int) []ControlEvent {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			h := s.agents["broken"].proc.ctl.History()
+			if len(h) >= n {
+				return h
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("history never reached %d entries: %+v", n, h)
+			}
+			time.Sleep(20 * time.Millisecond) // polling with a deadline
+		}
+	}
+
+	first := waitHistory(1)
+	if first[0].Event != EventExited || first[0].NextStart.IsZero() {
+		t.Fatalf("after the first exit: %+v", first)
+	}
+	waiting := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateRestarting && a.RetryAt != nil })
+
+	// Refused requests stay refused while the agent waits, and change
+	// nothing.
+	for _, action := range []string{"restart", "stop"} {
+		for _, bad := range []struct {
+			name string
+			hdr  map[string]string
+			want int
+		}{
+			{"no token", map[string]string{"Authorization": ""}, http.StatusUnauthorized},
+			{"another site's Origin", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+			{"Sec-Fetch-Site cross-site", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		} {
+			if code, b := c.do("POST", "/api/agents/broken/"+action, `{}`, bad.hdr); code != bad.want {
+				t.Errorf("%s during the backoff with %s: %d %s, want %d", action, bad.name, code, b, bad.want)
+			}
+		}
+	}
+	if h := history(); h != "exited:"+first[0].Reason {
+		t.Fatalf("refused requests changed the history: %s", h)
+	}
+
+	// Restart: the agent is started now, fails again, and waits again.
+	if code, b := c.do("POST", "/api/agents/broken/restart", `{"reason":"try it now"}`, same); code != http.StatusAccepted {
+		t.Fatalf("restart during the backoff: %d %s, want 202", code, b)
+	}
+	h := waitHistory(3)
+	if h[1].Event != EventRestarted || h[1].Reason != "try it now" || h[0].Event != EventExited {
+		t.Errorf("history after a restart during the backoff: %+v", h)
+	}
+	again := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateRestarting && a.RetryAt != nil })
+	if again.Restarts != waiting.Restarts+1 {
+		t.Errorf("restarts %d after one restart from %d: the restart was counted twice or not at all", again.Restarts, waiting.Restarts)
+	}
+	if again.ConsecutiveFailures != 1 {
+		t.Errorf("consecutive failures %d after a restart on request: want a fresh count", again.ConsecutiveFailures)
+	}
+
+	// Stop: the pending start is cancelled; the agent stays stopped.
+	if code, b := c.do("POST", "/api/agents/broken/stop", `{"reason":"enough"}`, same); code != http.StatusAccepted {
+		t.Fatalf("stop during the backoff: %d %s, want 202", code, b)
+	}
+	stopped := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateStopped })
+	if stopped.RetryAt != nil || stopped.Restarts != again.Restarts-1 {
+		t.Errorf("stopped during the backoff: %+v (retry time kept, or the cancelled restart still counted)", stopped)
+	}
+	if got := history(); !strings.HasPrefix(got, "stopped:enough,exited:") {
+		t.Errorf("history after a stop during the backoff: %s", got)
+	}
+	if code, b := c.do("POST", "/api/agents/broken/restart", `{}`, same); code != http.StatusConflict || !strings.Contains(string(b), "stopped") {
+		t.Errorf("restart while stopped: %d %s, want 409", code, b)
+	}
+
+	// Started again, it runs (and fails) at once.
+	if code, b := c.do("POST", "/api/agents/broken/start", `{"reason":"once more"}`, same); code != http.StatusAccepted {
+		t.Fatalf("start: %d %s", code, b)
+	}
+	h = waitHistory(6)
+	if h[1].Event != EventStarted || h[1].Reason != "once more" || h[0].Event != EventExited {
+		t.Errorf("history after a start: %+v", h)
+	}
+}

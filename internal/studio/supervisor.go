@@ -110,7 +110,7 @@ func (a *agentProc) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if a.controlled(ctx) {
+		if a.controlled(ctx, false) {
 			failures = 0
 			continue
 		}
@@ -158,6 +158,12 @@ func (a *agentProc) run(ctx context.Context) {
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
+		case <-a.ctl.woken():
+			// A restart or stop asked for during the backoff: a restart
+			// starts now, a stop cancels the pending start.
+			t.Stop()
+			a.controlled(ctx, true)
+			failures = 0
 		case <-ctx.Done():
 			t.Stop()
 			return
@@ -172,6 +178,13 @@ func (c *agentControl) park() <-chan string {
 	defer c.mu.Unlock()
 	c.stopped = true
 	c.start = make(chan string, 1)
+	c.wake = nil
+	// A request that came between the run's end and here: a restart is
+	// taken as the start it asks for, a stop is what parking is already.
+	if c.req == requestRestart {
+		c.start <- c.reason
+	}
+	c.req, c.reason = requestNone, ""
 	return c.start
 }
 

@@ -15,10 +15,13 @@ import (
 // cancels: runOnce then stops the child the way it does at shutdown
 // (SIGTERM, then SIGKILL) and returns, and the supervisor's loop asks
 // controlled what to do instead of counting a failure: start again at
-// once (restart), or wait, stopped, until asked to start. A request is only
-// accepted while a child process exists (starting or running): between
-// runs, the loop is waiting out a backoff that the request cannot shorten
-// without a second path through it, and the answer says so.
+// once (restart), or wait, stopped, until asked to start. Between runs,
+// while the loop waits out the backoff after an exit, a request wakes that
+// wait instead (wake): a restart starts the agent now rather than at its
+// retry time, and a stop cancels the pending start. The wake channel is
+// armed by end itself, in the same critical section that clears the run's
+// cancel, so there is no moment between runs at which a request finds
+// neither and is refused.
 
 // Control requests and history events.
 const (
@@ -64,6 +67,9 @@ type agentControl struct {
 	reason  string
 	stopped bool
 	start   chan string // while stopped: receives a start request's reason
+	// wake, between runs (after an exit, before the next start), is
+	// signalled by a request; nil while a run is under way or stopped.
+	wake    chan struct{}
 	history []ControlEvent
 }
 
@@ -73,6 +79,7 @@ func (c *agentControl) begin(ctx context.Context) context.Context {
 	defer c.mu.Unlock()
 	run, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
+	c.wake = nil
 	return run
 }
 
@@ -90,7 +97,22 @@ func (c *agentControl) end() (controlRequest, string) {
 		c.stopped = true
 		c.start = make(chan string, 1)
 	}
+	if req == requestNone {
+		// The run ended on its own: until the next begin, a request
+		// wakes the backoff wait (or is taken up by park).
+		c.wake = make(chan struct{}, 1)
+	} else {
+		c.wake = nil
+	}
 	return req, reason
+}
+
+// woken returns the channel a request signals while the agent waits out
+// its backoff.
+func (c *agentControl) woken() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wake
 }
 
 func (c *agentControl) record(e ControlEvent) {
@@ -127,13 +149,20 @@ func (c *agentControl) ask(req controlRequest, reason string) error {
 	if c.stopped {
 		return fmt.Errorf("%w: it is stopped (start it first)", ErrNoProcess)
 	}
-	if c.cancel == nil {
+	if c.cancel == nil && c.wake == nil {
 		return ErrNoProcess
 	}
 	if c.req == requestNone || req == requestStop {
 		c.req, c.reason = req, reason
 	}
-	c.cancel()
+	if c.cancel != nil {
+		c.cancel()
+		return nil
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default: // already signalled; the request above replaced or joined it
+	}
 	return nil
 }
 
@@ -151,13 +180,17 @@ func (c *agentControl) resume(reason string) error {
 
 // controlled handles the end of a run that a request caused, and reports
 // whether it did. A stop keeps the agent stopped until a start or ctx ends.
-func (a *agentProc) controlled(ctx context.Context) bool {
+// inBackoff says the request came while the agent waited to be started
+// again after an exit: that exit already counted the restart to come.
+func (a *agentProc) controlled(ctx context.Context, inBackoff bool) bool {
 	req, reason := a.ctl.end()
 	switch req {
 	case requestRestart:
 		a.mu.Lock()
-		a.restarts++
-		a.state, a.upstream, a.pid = StateStarting, nil, 0
+		if !inBackoff {
+			a.restarts++
+		}
+		a.state, a.upstream, a.pid, a.nextStart = StateStarting, nil, 0, time.Time{}
 		a.changedLocked()
 		a.mu.Unlock()
 		a.ctl.record(ControlEvent{Event: EventRestarted, Reason: reason})
@@ -165,7 +198,10 @@ func (a *agentProc) controlled(ctx context.Context) bool {
 		return true
 	case requestStop:
 		a.mu.Lock()
-		a.state, a.upstream, a.pid = StateStopped, nil, 0
+		if inBackoff {
+			a.restarts-- // the restart the exit counted will not happen
+		}
+		a.state, a.upstream, a.pid, a.nextStart = StateStopped, nil, 0, time.Time{}
 		a.changedLocked()
 		a.mu.Unlock()
 		a.ctl.record(ControlEvent{Event: EventStopped, Reason: reason})
