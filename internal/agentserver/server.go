@@ -159,6 +159,7 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		}
 	}
 	s.metrics = newServerMetrics(def.Name, s.ask.poolStats)
+	s.metrics.registerSessions(def.Name, s.sessionCount)
 	s.ask.metrics = s.metrics
 	s.ask.register(s.mcp)
 	if err := s.declareIdempotency(); err != nil {
@@ -191,6 +192,15 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		Logger:           logger,
 	})
 	return s, nil
+}
+
+// sessionCount is how many MCP sessions the agent has open.
+func (s *Server) sessionCount() int {
+	n := 0
+	for range s.mcp.Sessions() {
+		n++
+	}
+	return n
 }
 
 // closeSession ends the go-sdk session with id, if it is still open.

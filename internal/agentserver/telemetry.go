@@ -32,11 +32,23 @@ import (
 // /metrics: delegations happen in the agent's process, where the studio's
 // proxy sees only HTTP.
 
-// MetricAsks and MetricAskDuration count the ask tool's turns.
+// MetricAsks and MetricAskDuration count the ask tool's turns;
+// MetricSessions is the MCP sessions the agent has open (what a client that
+// never DELETEs, or a proxy that forgets, leaves behind).
 const (
 	MetricAsks        = "switchboard_asks_total"
 	MetricAskDuration = "switchboard_ask_duration_seconds"
+	MetricSessions    = "switchboard_agent_sessions"
 )
+
+// registerSessions adds the open-sessions gauge, read from count at scrape
+// time.
+func (m *serverMetrics) registerSessions(agent string, count func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: MetricSessions, Help: "MCP sessions the agent has open.",
+		ConstLabels: prometheus.Labels{telemetry.LabelProcess: agent},
+	}, func() float64 { return float64(count()) }))
+}
 
 // serverMetrics is an agent server's registry and the instruments on it.
 type serverMetrics struct {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -91,6 +92,11 @@ type continuity struct {
 	now    func() time.Time
 	logger *slog.Logger
 
+	// closeAt is where expire sends its DELETE; nil or a nil answer: the
+	// session is not closed upstream.
+	closeAt func() *url.URL
+	closing sync.WaitGroup // expire's DELETEs in flight
+
 	mu       sync.Mutex              // protects following fields, and every keptSession's mutable fields
 	sessions map[string]*keptSession // by the client's session id
 	renewals int                     // upstream sessions re-established
@@ -106,7 +112,10 @@ func newContinuity(base http.RoundTripper, ttl time.Duration, logger *slog.Logge
 // keptSession is what continuity knows of one client session. Every field
 // is guarded by continuity.mu.
 type keptSession struct {
-	cred        string // digest of the Authorization that created it
+	cred string // digest of the Authorization that created it
+	// auth is that Authorization itself, which the agent bound the
+	// session to: expire's DELETE must carry it. Never rendered.
+	auth        string
 	upstream    string // the agent's session id it maps to now
 	initialize  []byte
 	initialized []byte // nil: not seen yet (a minimal one is sent)
@@ -149,6 +158,57 @@ func (c *continuity) forget(id string) {
 	delete(c.sessions, id)
 	c.mu.Unlock()
 }
+
+// closeTimeout bounds expire's DELETE of one session at the agent.
+const closeTimeout = 5 * time.Second
+
+// expire ends client session id, forgotten by the proxy's middleware for
+// being idle past the TTL: its record here goes, and the agent is sent the
+// DELETE the client never sent, so that the agent does not hold the session
+// (its go-sdk state, its binding) until its own idle timeout. The DELETE
+// goes out of the caller's path (the middleware calls this outside its
+// lock, but on a request's goroutine), bounded by closeTimeout, tracked by
+// wait.
+func (c *continuity) expire(id string) {
+	c.mu.Lock()
+	up, auth := id, ""
+	if ks := c.sessions[id]; ks != nil {
+		up, auth = ks.upstream, ks.auth
+		delete(c.sessions, id)
+	}
+	c.mu.Unlock()
+	if c.closeAt == nil {
+		return
+	}
+	target := c.closeAt()
+	if target == nil {
+		return
+	}
+	c.closing.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target.String(), nil)
+		if err != nil {
+			c.logger.Warn("continuity: closing an expired session at the agent", "err", err)
+			return
+		}
+		req.Header.Set(mcphttp.SessionIDHeader, up)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := c.base.RoundTrip(req)
+		if err != nil {
+			c.logger.Info("continuity: could not close an expired session at the agent", "err", err)
+			return
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxRenewBody))
+		resp.Body.Close()
+		c.logger.Debug("continuity: closed an expired session at the agent", "status", resp.StatusCode)
+	})
+}
+
+// wait returns when expire's DELETEs have finished.
+func (c *continuity) wait() { c.closing.Wait() }
 
 // kept reports how many sessions continuity keeps and how many upstream
 // sessions it has re-established.
@@ -354,7 +414,7 @@ func (c *continuity) initialize(req *http.Request) (*http.Response, error) {
 	if id == "" || body == nil || len(body) > maxKeptBytes {
 		return resp, nil // stateless, or too big to keep: no continuity
 	}
-	ks := &keptSession{cred: credDigest(req), upstream: id, standalone: id, initialize: body, size: len(body), lastUsed: c.now()}
+	ks := &keptSession{cred: credDigest(req), auth: req.Header.Get("Authorization"), upstream: id, standalone: id, initialize: body, size: len(body), lastUsed: c.now()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.sessions) >= maxKeptSessions {

@@ -150,7 +150,15 @@ type upstreamKey struct{}
 // agentProxy returns the route to proc's current address.
 func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 	name := proc.def.Name
-	cont := newContinuity(&redialTransport{base: s.transport, wait: s.opts.RestartWait}, sessionIdleTTL, s.logger.With("agent", name))
+	cont := newContinuity(&redialTransport{base: s.transport, wait: s.opts.RestartWait}, s.opts.SessionIdleTTL, s.logger.With("agent", name))
+	// Where an expired session is closed: the agent's current address, if
+	// it has a process (one that restarted has no such session anyway).
+	cont.closeAt = func() *url.URL {
+		if st := proc.status(); st.state == StateRunning {
+			return st.upstream
+		}
+		return nil
+	}
 	proxy := newProxy(func(r *http.Request) (*url.URL, string) {
 		u, _ := r.Context().Value(upstreamKey{}).(*url.URL)
 		if u == nil {
@@ -164,7 +172,7 @@ func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
 			Budget:         s.budget,
-			SessionIdleTTL: sessionIdleTTL,
+			SessionIdleTTL: s.opts.SessionIdleTTL,
 			// The agent would refuse a call whose chain it cannot read, with
 			// this very text; refused here, the body goes no further than
 			// the parse the studio already made of it.
@@ -174,8 +182,9 @@ func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 			Logger: s.logger.With("agent", name),
 			// The token (if any) was checked by the studio for all of /api/.
 
-			// A binding forgotten for idleness ends the session's continuity.
-			OnSessionExpired: cont.forget,
+			// A binding forgotten for idleness ends the session's continuity
+			// and the session at the agent.
+			OnSessionExpired: cont.expire,
 		},
 	})
 	return proxy, cont

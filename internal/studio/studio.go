@@ -105,6 +105,10 @@ type Options struct {
 	// tools/call requests one agent runs at once; default
 	// DefaultAgentMaxConcurrent, negative: no cap.
 	AgentMaxConcurrent int
+	// SessionIdleTTL forgets a proxied session unused for this long, and
+	// closes it at its agent; default sessionIdleTTL (31m, longer than
+	// the agents' own idle timeout).
+	SessionIdleTTL time.Duration
 }
 
 // giveUpAfter consecutive failed runs give an agent up: it is not
@@ -368,6 +372,9 @@ func resolve(opts *Options) (Options, error) {
 			*d = v
 		}
 	}
+	if o.SessionIdleTTL <= 0 {
+		o.SessionIdleTTL = sessionIdleTTL
+	}
 	if o.RestartWait == 0 {
 		o.RestartWait = 10 * time.Second
 	}
@@ -472,6 +479,9 @@ func (s *Studio) Close() error {
 			s.srv.Close()
 		}
 		s.wg.Wait()
+		for _, m := range s.agents {
+			m.continuity.wait() // the DELETEs of expired sessions still going
+		}
 		if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("studio: serving: %w", err))
 		}
