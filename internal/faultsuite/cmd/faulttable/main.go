@@ -4,7 +4,7 @@
 //	go run ./internal/faultsuite/cmd/faulttable          # the full profile
 //	go run ./internal/faultsuite/cmd/faulttable -short   # the CI profile
 //
-// It runs `go test -run '^(TestFaults|TestLimits|TestIdempotency)$' ./internal/faultsuite`
+// It runs `go test -run '^(TestFaults|TestLimits|TestIdempotency|TestIdempotencyBehindNginx)$' ./internal/faultsuite`
 // with the suite's -faults.full and -faults.table flags, so the figures come
 // from the same tests CI runs; go test's own output goes to stderr.
 package main
@@ -39,7 +39,7 @@ func main() {
 	defer os.RemoveAll(tmp)
 	table := filepath.Join(tmp, "table.json")
 
-	args := []string{"test", "-count=1", "-timeout=30m", "-run=^(TestFaults|TestLimits|TestIdempotency)$"}
+	args := []string{"test", "-count=1", "-timeout=30m", "-run=^(TestFaults|TestLimits|TestIdempotency|TestIdempotencyBehindNginx)$"}
 	if *race {
 		args = append(args, "-race")
 	}
