@@ -55,6 +55,16 @@ type idIn struct {
 	ID int64 `json:"id" jsonschema:"The note's numeric id, as returned by store_note, search_notes or list_notes."`
 }
 
+type deleteNotesIn struct {
+	Tag string `json:"tag" jsonschema:"Delete the notes carrying this tag. Required."`
+}
+
+type deleteNotesOut struct {
+	Deleted []int64 `json:"deleted" jsonschema:"The ids of the notes deleted; empty when the person did not confirm."`
+	Asked   bool    `json:"asked" jsonschema:"True if the caller was asked to confirm."`
+	Action  string  `json:"action,omitempty" jsonschema:"The answer to the confirmation: accept, decline, cancel, or unavailable when nobody could be asked."`
+}
+
 type deleteNoteOut struct {
 	Deleted bool `json:"deleted" jsonschema:"Always true: a failed delete is a tool error."`
 	Note    Note `json:"note" jsonschema:"The note as it was before deletion."`
@@ -171,6 +181,87 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		log.Info("note deleted", "id", note.ID)
 		return textResult(fmt.Sprintf("Deleted note %d.", note.ID)), deleteNoteOut{Deleted: true, Note: note}, nil
 	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "delete_notes",
+		Title: "Delete the notes with a tag",
+		Description: "Permanently delete every note in packrat's archive carrying a tag. " +
+			"More than one note is deleted only after the person confirms (the caller is asked through elicitation); " +
+			"declined, or with nobody to ask, nothing is deleted. Cannot be undone.",
+		InputSchema: toolschema.For[deleteNotesIn](func(p map[string]*jsonschema.Schema) {
+			p["tag"].MinLength, p["tag"].MaxLength = toolschema.Ptr(1), toolschema.Ptr(maxTagRunes)
+		}),
+		// Not idempotent: a second call deletes notes tagged since.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: toolschema.Ptr(true), OpenWorldHint: toolschema.Ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in deleteNotesIn) (*mcp.CallToolResult, deleteNotesOut, error) {
+		return deleteNotes(ctx, req, st, log, in)
+	})
+}
+
+// deleteNotes is delete_notes: one note goes without asking (as
+// delete_note would), several only once the caller's person confirmed
+// through elicitation/create. Anything but an accepted "confirm": true
+// (a decline, a cancel, a caller that cannot elicit, a failed request)
+// deletes nothing: a destructive act of many notes is never the default.
+func deleteNotes(ctx context.Context, req *mcp.CallToolRequest, st *store, log *slog.Logger, in deleteNotesIn) (*mcp.CallToolResult, deleteNotesOut, error) {
+	tag := strings.ToLower(strings.TrimSpace(in.Tag))
+	if tag == "" {
+		return nil, deleteNotesOut{}, errors.New("tag is empty: pass the tag whose notes to delete")
+	}
+	notes, more, err := st.find(ctx, query{Tag: tag, Limit: maxLimit})
+	if err != nil {
+		return nil, deleteNotesOut{}, err
+	}
+	out := deleteNotesOut{Deleted: []int64{}}
+	if len(notes) == 0 {
+		return textResult(fmt.Sprintf("No notes tagged %q; nothing deleted.", tag)), out, nil
+	}
+	if len(notes) > 1 {
+		out.Asked = true
+		msg := fmt.Sprintf("Delete %d notes tagged %q? This cannot be undone.", len(notes), tag)
+		if more {
+			msg = fmt.Sprintf("Delete %d notes tagged %q (the newest %d; more carry the tag)? This cannot be undone.", len(notes), tag, maxLimit)
+		}
+		var res *mcp.ElicitResult
+		if req == nil || req.Session == nil {
+			err = errors.New("no caller session")
+		} else {
+			res, err = req.Session.Elicit(ctx, &mcp.ElicitParams{
+				Message: msg,
+				RequestedSchema: map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"confirm": map[string]any{"type": "boolean", "title": "Delete them", "description": fmt.Sprintf("Delete all %d notes", len(notes)), "default": false},
+					},
+					"required": []string{"confirm"},
+				},
+			})
+		}
+		if err != nil {
+			out.Action = "unavailable"
+			log.Info("delete_notes: nobody could confirm; nothing deleted", "tag", tag, "err", err)
+			return textResult(fmt.Sprintf("Nothing deleted: deleting %d notes tagged %q needs confirmation, and the caller could not be asked (%v).", len(notes), tag, err)), out, nil
+		}
+		out.Action = res.Action
+		if res.Action != "accept" || res.Content["confirm"] != true {
+			return textResult(fmt.Sprintf("Nothing deleted: deleting %d notes tagged %q was not confirmed (%s).", len(notes), tag, res.Action)), out, nil
+		}
+	}
+	for _, n := range notes {
+		if _, err := st.remove(ctx, n.ID); err != nil {
+			if errors.Is(err, errNotFound) {
+				continue // deleted meanwhile: the end state is the same
+			}
+			return nil, out, fmt.Errorf("deleted %d of %d notes tagged %q: %w", len(out.Deleted), len(notes), tag, err)
+		}
+		out.Deleted = append(out.Deleted, n.ID)
+	}
+	log.Info("notes deleted", "tag", tag, "count", len(out.Deleted))
+	plural := "s"
+	if len(out.Deleted) == 1 {
+		plural = ""
+	}
+	return textResult(fmt.Sprintf("Deleted %d note%s tagged %q.", len(out.Deleted), plural, tag)), out, nil
 }
 
 // storeOutcome is store_note's answer: a function of the note, whether it
