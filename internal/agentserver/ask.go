@@ -244,7 +244,7 @@ func (a *asker) elicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitRe
 	case n == 0:
 		return nil, fmt.Errorf("agent %s: %w: no ask in flight", a.def.Name, ErrNobodyToAsk)
 	case n > 1:
-		return nil, fmt.Errorf("agent %s: %w: asks of %d callers are in flight, and the request does not say whose turn made it", a.def.Name, ErrNobodyToAsk, n)
+		return nil, fmt.Errorf("agent %s: %w: asks of more than one caller are in flight, and the request does not say whose turn made it", a.def.Name, ErrNobodyToAsk)
 	}
 	// Under the ask's own context, go-sdk sends the request on that call's
 	// stream, which the caller reads (see progressReporter).

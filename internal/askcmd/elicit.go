@@ -134,7 +134,7 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 		hint = "y/n"
 	}
 	if enum, ok := prop["enum"].([]any); ok {
-		hint = fmt.Sprint(enum...)
+		hint = "one of " + strings.Trim(fmt.Sprint(enum), "[]")
 	}
 	def, hasDef := prop["default"]
 	if hasDef {

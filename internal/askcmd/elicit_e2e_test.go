@@ -1,13 +1,17 @@
 package askcmd
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -115,5 +119,51 @@ func TestE2EElicitationReachesThePerson(t *testing.T) {
 	res := call("list_notes", map[string]any{})
 	if m, _ := res.StructuredContent.(map[string]any); m["count"] != float64(1) {
 		t.Errorf("the untagged note did not survive: %+v", res.StructuredContent)
+	}
+}
+
+// TestE2EElicitationNeedsAnAgentThatSaysSo: with "elicit": false in the
+// oracle's agent.json (the default) its pool offers no elicitation, so
+// packrat's question never reaches the person, who stands ready to say
+// yes, and nothing is deleted.
+func TestE2EElicitationNeedsAnAgentThatSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	def := filepath.Join(dir, "agents", "oracle", agentdef.DefinitionFile)
+	b, err := os.ReadFile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"elicit": true`)) {
+		t.Fatalf("the bundled oracle does not say \"elicit\": true:\n%s", b)
+	}
+	writeFile(t, def, string(bytes.Replace(b, []byte(`"elicit": true`), []byte(`"elicit": false`), 1)))
+	st := startStudio(t, ctx, dir)
+	p := newTestPool(t)
+	packrat := &pool.Server{Name: "packrat", URL: st.AgentURL("packrat")}
+	for range 2 {
+		if _, err := p.CallTool(ctx, packrat, &mcp.CallToolParams{Name: "store_note", Arguments: map[string]any{"text": "x", "tags": []string{"old"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The person would say yes, if asked.
+	a := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	a.cmd = exec.CommandContext(ctx, needBinary(t), "ask", "--studio", st.URL(), "--answer-elicitations-from-stdin", "delete_notes tag=old")
+	a.cmd.Dir, a.cmd.Env, a.cmd.Stdin = dir, cleanEnv(), strings.NewReader("y\n")
+	a.cmd.Stdout, a.cmd.Stderr = a.stdout, a.stderr
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.wait(t)
+	res, err := p.CallTool(ctx, packrat, &mcp.CallToolParams{Name: "list_notes", Arguments: map[string]any{"tag": "old"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := res.StructuredContent.(map[string]any); m["count"] != float64(2) {
+		t.Fatalf("notes tagged old: %+v, want 2 left\nstderr:\n%s", res.StructuredContent, a.stderr)
+	}
+	if !strings.Contains(a.stdout.String(), "cannot be asked") || strings.Contains(a.stderr.String(), "Delete 2 notes") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", a.stdout, a.stderr)
 	}
 }
