@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 func TestToolsetsOverHTTP(t *testing.T) {
 	wantTools := map[string][]string{
 		"abacus":  {"calculate", "convert_units", "date_math"},
-		"packrat": {"delete_note", "get_note", "list_notes", "search_notes", "store_note"},
+		"packrat": {"delete_note", "delete_notes", "get_note", "list_notes", "search_notes", "store_note"},
 		"testkit": {"slow_effect"},
 	}
 	probe := map[string]*mcp.CallToolParams{

@@ -69,6 +69,7 @@ type verdict struct {
 //	own POST refused (dial failed) or never handed on                transport
 //	5xx with a JSON-RPC error, null id (an intermediary's)           outcome_unknown, message kept
 //	JSON-RPC error from a server that answered, 400 with session     session_expired (not replayed)
+//	JSON-RPC error CodeOutcomeUnknown (an intermediary's, -32060)    outcome_unknown, message kept
 //	JSON-RPC error from a server that answered                       rpc
 //	session dead                                                     outcome_unknown, drop session
 //	anything else                                                    outcome_unknown
@@ -164,6 +165,13 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 			// further use; whether this request reached a server is not
 			// provable, so it is not replayed.
 			return verdict{kind: KindSessionExpired, rpc: w, invalidate: reasonRejected}
+		}
+		if w.Code == CodeOutcomeUnknown {
+			// The studio's word for a call whose stream died with the
+			// agent that ran it (a resumption it answers itself, in a 200
+			// stream, with the call's id): the request reached the agent,
+			// its answer is gone. The session is fine: the studio keeps it.
+			return verdict{kind: KindOutcomeUnknown, rpc: w}
 		}
 		return verdict{kind: KindRPC, rpc: w}
 	}

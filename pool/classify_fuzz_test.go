@@ -32,6 +32,10 @@ import (
 //     decode, is kept in every verdict that it explains;
 //   - KindRPC always carries the server's own error, never go-sdk's
 //     transport marker (-32005), and only from a server that answered;
+//   - a JSON-RPC error CodeOutcomeUnknown (the studio's answer to the
+//     resumption of a stream that died with its agent) from a server that
+//     answered is outcome_unknown with that error kept, never retried,
+//     unless the request provably never ran (the rows above it);
 //   - the Kind is one of the four.
 //
 // The seeds are in testdata/fuzz/FuzzClassify; run it with
@@ -59,6 +63,13 @@ func FuzzClassify(f *testing.F) {
 		{shape: 0, overHTTP: true, posts: 1, status: 401, withSession: true, answer: 1},  // auth gateway, null id
 		{shape: 0, overHTTP: true, posts: 1, status: 502, withSession: true, answer: 1},  // the studio's 502: the agent did not answer
 		{shape: 6, ctxShape: 1, overHTTP: true, posts: 1, status: 400, withSession: true, answer: 1},
+		{shape: 2, code: CodeOutcomeUnknown, overHTTP: true, posts: 1, status: 200, withSession: true},              // the studio's lost stream
+		{shape: 9, code: CodeOutcomeUnknown, overHTTP: true, posts: 1, status: 200, withSession: true},              // ... behind go-sdk's marker
+		{shape: 5, code: CodeOutcomeUnknown, overHTTP: true, posts: 1, status: 200, withSession: true},              // ... with the connection closed
+		{shape: 2, code: CodeOutcomeUnknown, overHTTP: false},                                                       // ... over stdio
+		{shape: 10, overHTTP: true, posts: 1, status: 200, withSession: true, answer: 4},                            // ... read by the recorder
+		{shape: 2, code: CodeOutcomeUnknown, ctxShape: 2, overHTTP: true, posts: 1, status: 200, withSession: true}, // ... after the caller gave up
+		{shape: 2, code: CodeOutcomeUnknown, overHTTP: true, posts: 1, status: 404, withSession: true},              // ... but the session was refused
 	} {
 		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit, s.answer)
 	}
@@ -77,11 +88,13 @@ func FuzzClassify(f *testing.F) {
 		ev := evidence{overHTTP: overHTTP, posts: posts, status: status, withSession: withSession, notWritten: notWritten}
 		// What the server's error answer said, as the recorder read it.
 		serverSaid := &jsonrpc.Error{Code: -32000, Message: "Bad Request: No valid session ID provided"}
-		switch answerShape % 4 {
+		switch answerShape % 5 {
 		case 1:
 			ev.rpc, ev.rpcIDNull = serverSaid, true
 		case 2:
 			ev.rpc = serverSaid
+		case 4:
+			ev.rpc = &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: "the agent restarted while this request ran"}
 		}
 		v := classify(err, ev, ctxErr)
 
@@ -118,6 +131,16 @@ func FuzzClassify(f *testing.F) {
 			// An intermediary's 5xx (the studio's 502) says the request may
 			// have reached the server behind it.
 			t.Fatalf("a 5xx with a null-id error is not outcome_unknown: %+v for %v, %+v", v, err, ev)
+		}
+		said, fromSDK := rpcError(err)
+		if !fromSDK {
+			said = ev.rpc
+		}
+		provedNotRun := neverSent || overHTTP && notWritten || own404 || undispatched
+		if said != nil && said.Code == CodeOutcomeUnknown && ctxErr == nil && (!overHTTP || status != 0) && !provedNotRun {
+			if v.kind != KindOutcomeUnknown || v.retry || v.rpc == nil || v.rpc.Code != CodeOutcomeUnknown {
+				t.Fatalf("the intermediary's outcome-unknown error (%d) is not outcome_unknown with its message: %+v for %v, %+v", CodeOutcomeUnknown, v, err, ev)
+			}
 		}
 		switch v.kind {
 		case KindSessionExpired, KindOutcomeUnknown, KindTransport:

@@ -137,6 +137,24 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
+// CodeOutcomeUnknown is the JSON-RPC error code with which an intermediary
+// (the studio) answers a request whose answer it cannot deliver and which
+// may have run: it reached the server, and the server is gone (a call's SSE
+// stream resumed after the agent that ran it was killed). The pool reports
+// it as KindOutcomeUnknown, never KindRPC, and never replays it (see
+// classify); a keyed call is sent again with its idempotency key.
+//
+// It is in JSON-RPC's implementation-defined server error range (-32000 to
+// -32099) and clear of the codes go-sdk v1.8.0 gives a meaning of its own:
+// -32001 to -32005 (jsonrpc2's unknown error, its legacy resource-not-found
+// -32002, "client is closing" -32003, which ends the connection, "server is
+// closing" -32004, "rejected by transport" -32005), -32020 to -32022
+// (header mismatch, missing client capabilities, unsupported protocol
+// version) and -32042 (URL elicitation required); and of -32000, which the
+// TypeScript SDK uses for its own refusals and the studio for a 502, and of
+// the idempotency protocol's -32071 to -32074.
+const CodeOutcomeUnknown = -32060
+
 // codeRejectedByTransport is the code of go-sdk's internal ErrRejected
 // sentinel, a *jsonrpc.Error it wraps around transport failures that must
 // not break the connection. It is never a server's answer.

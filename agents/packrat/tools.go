@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +55,16 @@ type notesOut struct {
 
 type idIn struct {
 	ID int64 `json:"id" jsonschema:"The note's numeric id, as returned by store_note, search_notes or list_notes."`
+}
+
+type deleteNotesIn struct {
+	Tag string `json:"tag" jsonschema:"Delete the notes carrying this tag. Required."`
+}
+
+type deleteNotesOut struct {
+	Deleted []int64 `json:"deleted" jsonschema:"The ids of the notes deleted; empty when the person did not confirm."`
+	Asked   bool    `json:"asked" jsonschema:"True if the caller was asked to confirm."`
+	Action  string  `json:"action,omitempty" jsonschema:"The answer to the confirmation: accept, decline, cancel, or unavailable when nobody could be asked."`
 }
 
 type deleteNoteOut struct {
@@ -171,6 +183,166 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 		log.Info("note deleted", "id", note.ID)
 		return textResult(fmt.Sprintf("Deleted note %d.", note.ID)), deleteNoteOut{Deleted: true, Note: note}, nil
 	})
+
+	// A raw handler: a typed one would add structured content to the
+	// input-required result, which must carry none.
+	s.AddTool(&mcp.Tool{
+		Name:  "delete_notes",
+		Title: "Delete the notes with a tag",
+		Description: "Permanently delete every note in packrat's archive carrying a tag. " +
+			"More than one note is deleted only after the person confirms (the caller is asked through elicitation); " +
+			"declined, or with nobody to ask, nothing is deleted. Cannot be undone.",
+		InputSchema: toolschema.For[deleteNotesIn](func(p map[string]*jsonschema.Schema) {
+			p["tag"].MinLength, p["tag"].MaxLength = toolschema.Ptr(1), toolschema.Ptr(maxTagRunes)
+		}),
+		// Not idempotent: a second call deletes notes tagged since.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: toolschema.Ptr(true), OpenWorldHint: toolschema.Ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return deleteNotes(ctx, req, st, log)
+	})
+}
+
+// confirmID names delete_notes' one input request (SEP-2322).
+const confirmID = "confirm"
+
+// deleteNotes is delete_notes: one note goes without asking (as
+// delete_note would), several only once the caller's person confirmed.
+// Anything but an accepted "confirm": true (a decline, a cancel, a caller
+// that cannot elicit) deletes nothing: a destructive act on many notes is
+// never the default.
+//
+// The question is a multi round-trip input request (SEP-2322): the first
+// call answers with the elicitation in InputRequests and the ids in
+// RequestState; the caller asks and calls again with the answer. go-sdk
+// turns that into a plain elicitation/create for a caller on an older
+// protocol, and the 2026-07-28 protocol allows no other way. The state
+// needs no signature: it can only name notes that still carry the tag, and
+// a caller able to forge it could as well answer "confirm" itself; the
+// confirmation guards the person against the model, not against their own
+// client.
+func deleteNotes(ctx context.Context, req *mcp.CallToolRequest, st *store, log *slog.Logger) (*mcp.CallToolResult, error) {
+	var in deleteNotesIn
+	if len(req.Params.Arguments) > 0 {
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return toolErr("arguments: %v: pass {\"tag\": \"...\"}", err), nil
+		}
+	}
+	tag := strings.ToLower(strings.TrimSpace(in.Tag))
+	if tag == "" {
+		return toolErr("tag is empty: pass the tag whose notes to delete"), nil
+	}
+	notes, more, err := st.find(ctx, query{Tag: tag, Limit: maxLimit})
+	if err != nil {
+		return nil, err
+	}
+	out := deleteNotesOut{Deleted: []int64{}}
+	if len(notes) == 0 {
+		return withOut(textResult(fmt.Sprintf("No notes tagged %q; nothing deleted.", tag)), out), nil
+	}
+	if len(notes) > 1 {
+		out.Asked = true
+		answer, answered := req.Params.InputResponses[confirmID]
+		if !answered {
+			if !canElicit(req) {
+				out.Action = "unavailable"
+				log.Info("delete_notes: nobody could confirm; nothing deleted", "tag", tag)
+				return withOut(textResult(fmt.Sprintf("Nothing deleted: deleting %d notes tagged %q needs confirmation, and the caller cannot be asked (it does not support elicitation).", len(notes), tag)), out), nil
+			}
+			return &mcp.CallToolResult{
+				InputRequests: mcp.InputRequestMap{confirmID: confirmation(notes, tag, more)},
+				RequestState:  idState(notes),
+			}, nil
+		}
+		res, _ := answer.(*mcp.ElicitResult)
+		if res == nil {
+			return toolErr("inputResponses[%q] is not an elicitation result", confirmID), nil
+		}
+		out.Action = res.Action
+		if res.Action != "accept" || res.Content["confirm"] != true {
+			return withOut(textResult(fmt.Sprintf("Nothing deleted: deleting %d notes tagged %q was not confirmed (%s).", len(notes), tag, res.Action)), out), nil
+		}
+		// Only the notes the person was asked about, of those that still
+		// carry the tag.
+		asked := parseIDs(req.Params.RequestState)
+		notes = slices.DeleteFunc(notes, func(n Note) bool { return !asked[n.ID] })
+	}
+	for _, n := range notes {
+		if _, err := st.remove(ctx, n.ID); err != nil {
+			if errors.Is(err, errNotFound) {
+				continue // deleted meanwhile: the end state is the same
+			}
+			return nil, fmt.Errorf("deleted %d of %d notes tagged %q: %w", len(out.Deleted), len(notes), tag, err)
+		}
+		out.Deleted = append(out.Deleted, n.ID)
+	}
+	log.Info("notes deleted", "tag", tag, "count", len(out.Deleted))
+	plural := "s"
+	if len(out.Deleted) == 1 {
+		plural = ""
+	}
+	return withOut(textResult(fmt.Sprintf("Deleted %d note%s tagged %q.", len(out.Deleted), plural, tag)), out), nil
+}
+
+// confirmation is the question delete_notes asks; "confirm" defaults to
+// false, so that a person who just presses enter keeps the notes.
+func confirmation(notes []Note, tag string, more bool) *mcp.ElicitParams {
+	msg := fmt.Sprintf("Delete %d notes tagged %q? This cannot be undone.", len(notes), tag)
+	if more {
+		msg = fmt.Sprintf("Delete the newest %d notes tagged %q (more carry the tag)? This cannot be undone.", len(notes), tag)
+	}
+	return &mcp.ElicitParams{
+		Mode:    "form",
+		Message: msg,
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"confirm": map[string]any{"type": "boolean", "title": "Delete them", "description": fmt.Sprintf("Delete all %d notes", len(notes)), "default": false},
+			},
+			// Not required: a caller that leaves it out gets the
+			// default (SEP-1034), false.
+		},
+	}
+}
+
+// canElicit reports whether the caller said it can answer an elicitation.
+// A caller whose session carries no initialize parameters (the 2026-07-28
+// protocol has none) is asked: it declines if it cannot answer.
+func canElicit(req *mcp.CallToolRequest) bool {
+	if req.Session == nil {
+		return false
+	}
+	ip := req.Session.InitializeParams()
+	return ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation != nil
+}
+
+func idState(notes []Note) string {
+	ids := make([]string, len(notes))
+	for i, n := range notes {
+		ids[i] = strconv.FormatInt(n.ID, 10)
+	}
+	return strings.Join(ids, ",")
+}
+
+// parseIDs reads idState's text; anything else names no note.
+func parseIDs(state string) map[int64]bool {
+	ids := make(map[int64]bool)
+	for f := range strings.SplitSeq(state, ",") {
+		if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+func withOut(res *mcp.CallToolResult, out deleteNotesOut) *mcp.CallToolResult {
+	res.StructuredContent = out
+	return res
+}
+
+func toolErr(format string, args ...any) *mcp.CallToolResult {
+	res := textResult(fmt.Sprintf(format, args...))
+	res.IsError = true
+	return res
 }
 
 // storeOutcome is store_note's answer: a function of the note, whether it

@@ -69,7 +69,7 @@ func TestToolsList(t *testing.T) {
 		schemas[tool.Name] = m
 	}
 	slices.Sort(names)
-	if want := []string{"delete_note", "get_note", "list_notes", "search_notes", "store_note"}; !slices.Equal(names, want) {
+	if want := []string{"delete_note", "delete_notes", "get_note", "list_notes", "search_notes", "store_note"}; !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want %v", names, want)
 	}
 	// The schemas say what is required and give the limit's bounds, so a

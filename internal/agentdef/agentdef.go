@@ -11,7 +11,8 @@
 //	  "tools": ["packrat"],
 //	  "max_steps": 10,
 //	  "max_depth": 4,
-//	  "allow_stdio": false
+//	  "allow_stdio": false,
+//	  "elicit": false
 //	}
 //
 // As with mcp.json, unknown fields, duplicate fields and values of the wrong
@@ -61,6 +62,11 @@ type Definition struct {
 	MaxCallsPerTurn int
 	// AllowStdio permits starting stdio servers declared in tools/mcp.json.
 	AllowStdio bool
+	// Elicit lets the servers this agent calls ask its caller
+	// (elicitation/create, forwarded up the delegation chain to the person
+	// who asked). Default false: a server reaches the person only through
+	// agents that say so, and without it a server's request is declined.
+	Elicit bool
 	// MCP is tools/mcp.json; an agent without one has an empty Config.
 	MCP *mcpconfig.Config
 }
@@ -99,7 +105,7 @@ const (
 var agentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 var (
-	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "max_calls_per_step", "max_calls_per_turn", "allow_stdio"}
+	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "max_calls_per_step", "max_calls_per_turn", "allow_stdio", "elicit"}
 	modelFields = []string{"base_url", "name", "api_key_env"}
 )
 
@@ -226,6 +232,8 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 			d.MaxCallsPerTurn, err = p.int(m.Key, m.Raw, 1, MaxMaxCalls)
 		case "allow_stdio":
 			d.AllowStdio, err = p.bool(m.Key, m.Raw)
+		case "elicit":
+			d.Elicit, err = p.bool(m.Key, m.Raw)
 		default:
 			err = p.unknown("", m.Key, fields)
 		}

@@ -40,7 +40,8 @@ func TestLoad(t *testing.T) {
   "tools": ["packrat", "clock"],
   "max_steps": 25,
   "max_depth": 2,
-  "allow_stdio": true
+  "allow_stdio": true,
+  "elicit": true
 }`, `{"mcpServers": {
   "scout": {"url": "http://localhost:8080/agents/scout/mcp"},
   "git": {"command": "uvx", "args": ["mcp-server-git"]}
@@ -59,6 +60,7 @@ func TestLoad(t *testing.T) {
 		MaxSteps:     25,
 		MaxDepth:     2,
 		AllowStdio:   true,
+		Elicit:       true,
 		// The defaults; the test file sets neither.
 		MaxCallsPerStep: agentdef.DefaultMaxCallsPerStep,
 		MaxCallsPerTurn: agentdef.DefaultMaxCallsPerTurn,
@@ -122,9 +124,9 @@ func TestLoadErrors(t *testing.T) {
 		{"top level not an object", `"packrat"`,
 			"", `: want a JSON object at the top level, got string`},
 		{"unknown field", minimal(`, "$schema": "https://example.com/agent.schema.json"`),
-			"", `: field "$schema": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio`},
+			"", `: field "$schema": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio, elicit`},
 		{"camelCase field", minimal(`, "maxSteps": 5`),
-			"", `: field "maxSteps": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio; did you mean "max_steps"?`},
+			"", `: field "maxSteps": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio, elicit; did you mean "max_steps"?`},
 		{"duplicate field", minimal(`, "max_steps": 5, "max_steps": 6`),
 			"", `: field "max_steps": duplicate field`},
 		{"name missing", `{"description": "Keeps notes."}`,
@@ -171,6 +173,10 @@ func TestLoadErrors(t *testing.T) {
 			"", `: field "max_depth": want an integer from 1 to 16, got 17`},
 		{"allow_stdio not a boolean", minimal(`, "allow_stdio": "yes"`),
 			"", `: field "allow_stdio": want true or false, got string`},
+		{"elicit not a boolean", minimal(`, "elicit": 1`),
+			"", `: field "elicit": want true or false, got number`},
+		{"elicit misspelt", minimal(`, "Elicit": true`),
+			"", `: field "Elicit": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio, elicit; did you mean "elicit"?`},
 		{"malformed mcp.json", minimal(``), `{"mcpServers": {"scout": {"url": "http://a", "workdir": "/"}}}`,
 			`: server "scout": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove, oauth`},
 	}

@@ -42,6 +42,9 @@ type asker struct {
 	agent   *runtime.Agent
 	self    *nativeCaller // the agent's own tools; nil without toolsets
 	closed  bool
+	// callers are the asks in flight whose callers can be asked on the
+	// person's behalf (agent.json "elicit"), for elicit.
+	callers map[*askCall]struct{}
 
 	// native, when set, connects the turn to the agent's own tools
 	// (native.go). Set once by New.
@@ -69,6 +72,21 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		// The chain middleware runs before every tools/call; reaching this
 		// means it was not installed.
 		return toolError("agent %s: internal error: no delegation chain", name), nil, nil
+	}
+
+	if a.def.Elicit && req.Session != nil {
+		c := &askCall{ctx: ctx, session: req.Session}
+		a.mu.Lock()
+		if a.callers == nil {
+			a.callers = make(map[*askCall]struct{})
+		}
+		a.callers[c] = struct{}{}
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			delete(a.callers, c)
+			a.mu.Unlock()
+		}()
 	}
 
 	report, stopReporting := progressReporter(ctx, req, a.logger)
@@ -141,10 +159,16 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 	}
 	p := a.pool
 	if p == nil {
-		p = pool.New(&pool.Options{
+		po := &pool.Options{
 			Logger:     a.logger.With("component", "pool"),
 			ClientInfo: &mcp.Implementation{Name: "switchboard-agent-" + a.def.Name, Version: version()},
-		})
+		}
+		if a.def.Elicit {
+			// Without it the pool does not offer elicitation, and a server
+			// this agent calls cannot ask through it.
+			po.Elicit = a.elicit
+		}
+		p = pool.New(po)
 	}
 	// a.logger already names the agent; the runtime adds only what it is.
 	ro := &runtime.Options{Logger: a.logger.With("component", "runtime"), ModelTimeout: a.modelTimeout}
@@ -181,6 +205,55 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 	}
 	a.agent = agent
 	return agent, nil
+}
+
+// An askCall is an ask in flight: its request's context and the session
+// of its caller.
+type askCall struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+}
+
+// ErrNobodyToAsk is matched (errors.Is) by the error elicit answers with
+// when it has no caller to forward an elicitation to.
+var ErrNobodyToAsk = errors.New("nobody to ask")
+
+// elicit forwards an elicitation/create from a server the agent called to
+// the caller of the ask that made the call, so that it crosses delegation
+// hops back to the person who asked; that caller answers (or declines).
+//
+// go-sdk hands the pool's handler a context of the client session, not of
+// the call that caused the request, and the request itself names no call:
+// so the caller is found among the asks in flight, and must be the only
+// one. With none, or with asks of several callers in flight, the pool's
+// request fails with ErrNobodyToAsk: asking the wrong person to confirm
+// would be worse than not asking (the server then does nothing, as with a
+// caller that cannot elicit).
+func (a *asker) elicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	a.mu.Lock()
+	var to *askCall
+	n := 0
+	for c := range a.callers {
+		if to == nil || c.session != to.session {
+			n++
+		}
+		to = c
+	}
+	a.mu.Unlock()
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("agent %s: %w: no ask in flight", a.def.Name, ErrNobodyToAsk)
+	case n > 1:
+		return nil, fmt.Errorf("agent %s: %w: asks of more than one caller are in flight, and the request does not say whose turn made it", a.def.Name, ErrNobodyToAsk)
+	}
+	// Under the ask's own context, go-sdk sends the request on that call's
+	// stream, which the caller reads (see progressReporter).
+	res, err := to.session.Elicit(to.ctx, req.Params)
+	if err != nil {
+		a.logger.Info("elicitation not forwarded to the caller", "err", err)
+		return nil, fmt.Errorf("agent %s: asking its caller: %w", a.def.Name, err)
+	}
+	return res, nil
 }
 
 // poolStats is the stats of the pool carrying the agent's delegations, or

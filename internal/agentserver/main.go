@@ -32,6 +32,9 @@ turn with those tools and its tools/mcp.json siblings. Once it listens it
 prints one line on stdout: "switchboard agent NAME listening on URL".
 The studio (switchboard up) runs every agent this way.
 
+SSE streams are resumable (Last-Event-ID; events kept in memory, 4 MiB):
+set SWITCHBOARD_RESUMABLE_STREAMS=0 to turn that off.
+
 flags:
 `
 
@@ -73,6 +76,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	case *modelTimeout < 0:
 		bad = fmt.Sprintf("--model-timeout %v: want a positive duration", *modelTimeout)
 	}
+	noResumable, err := noResumableFromEnv()
+	if bad == "" && err != nil {
+		bad = err.Error()
+	}
 	if bad != "" {
 		fmt.Fprintf(stderr, "switchboard agent serve: %s\n", bad)
 		fs.Usage()
@@ -87,7 +94,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if timeout == 0 {
 		timeout = -1 // Options: negative means never
 	}
-	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, MaxConcurrentCalls: *maxConcurrent, ModelTimeout: *modelTimeout, Logger: logger, ResumableStreams: resumableFromEnv()}, stdout, logger); err != nil {
+	if err := serve(ctx, *agentDir, *listen, &Options{DataDir: *dataDir, SessionTimeout: timeout, MaxConcurrentCalls: *maxConcurrent, ModelTimeout: *modelTimeout, Logger: logger, NoResumableStreams: noResumable}, stdout, logger); err != nil {
 		// Plainly, not through the logger: this is the line a person (or
 		// the studio's "last log line") needs to read.
 		fmt.Fprintf(stderr, "switchboard agent serve: %v\n", err)

@@ -73,6 +73,11 @@ func TestServeFlags(t *testing.T) {
 	if code, out := run("--agent", bundledAgent("abacus"), "--log-format", "yaml"); code != 2 || !strings.Contains(out, "yaml") {
 		t.Errorf("bad --log-format: exit %d %q", code, out)
 	}
+	t.Setenv(EnvResumableStreams, "yes")
+	if code, out := run("--agent", bundledAgent("abacus")); code != 2 || !strings.Contains(out, EnvResumableStreams+`="yes"`) {
+		t.Errorf("bad %s: exit %d %q, want 2 naming it", EnvResumableStreams, code, out)
+	}
+	t.Setenv(EnvResumableStreams, "")
 
 	// An agent.json naming a toolset that does not exist.
 	var def map[string]any

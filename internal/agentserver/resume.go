@@ -2,6 +2,8 @@ package agentserver
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -18,15 +20,14 @@ import (
 // priming event for a retry field, telling the client when to reconnect;
 // go-sdk v1.8.0 writes none, so retryField adds it.
 //
-// It is off unless Options.ResumableStreams is set (`agent serve` reads
-// SWITCHBOARD_RESUMABLE_STREAMS=1, which the studio passes on to its
-// agents from its own environment): with it, a go-sdk client whose call's
-// stream the agent's death cut resumes the stream through the studio and
-// gets the studio's "outcome unknown" JSON-RPC error on it
-// (internal/studio/continuity_streams.go), which our pool, reading a
-// JSON-RPC error in a 200 stream, reports as the server's error (rpc)
-// instead of outcome_unknown. Until the pool tells that error apart, the
-// default keeps the 502 it does classify.
+// It is on by default; Options.NoResumableStreams turns it off, and
+// `agent serve` reads SWITCHBOARD_RESUMABLE_STREAMS=0 for that (the studio
+// passes its own environment on to its agents). A go-sdk client whose
+// call's stream the agent's death cut resumes the stream through the studio
+// and gets, in a 200 stream, the studio's JSON-RPC error
+// pool.CodeOutcomeUnknown for that call (internal/studio/
+// continuity_streams.go), which our pool reports as outcome_unknown, as it
+// does the studio's 502 without resumable streams.
 //
 // What is stored is bounded (maxEventBytes for the whole process, oldest
 // streams purged first) and in memory: an agent's restart loses it, and a
@@ -40,11 +41,26 @@ const maxEventBytes = 4 << 20
 // the studio restarts is back within about a second.
 const sseRetry = 500 * time.Millisecond
 
-// EnvResumableStreams, set to 1, makes `agent serve` keep events for
-// resumption (Options.ResumableStreams).
+// EnvResumableStreams, set to 0, makes `agent serve` keep no events for
+// resumption (Options.NoResumableStreams); unset or 1 keeps them.
 const EnvResumableStreams = "SWITCHBOARD_RESUMABLE_STREAMS"
 
-func resumableFromEnv() bool { return os.Getenv(EnvResumableStreams) == "1" }
+// errResumableValue is the error for a value of EnvResumableStreams that is
+// neither 0 nor 1.
+var errResumableValue = errors.New("want 0 (off) or 1 (on, the default)")
+
+// noResumableFromEnv reports whether the environment turns resumable
+// streams off.
+func noResumableFromEnv() (bool, error) {
+	switch v := os.Getenv(EnvResumableStreams); v {
+	case "", "1":
+		return false, nil
+	case "0":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: %w", EnvResumableStreams, v, errResumableValue)
+	}
+}
 
 // eventStore is the store for StreamableHTTPOptions: nil (no resumption)
 // unless on.

@@ -51,9 +51,9 @@ func TestPOSTStreamsAreResumable(t *testing.T) {
 	}
 }
 
-// TestStreamsAreNotResumableByDefault: without Options.ResumableStreams a
+// TestStreamsAreNotResumableWhenOff: with Options.NoResumableStreams a
 // stream carries no event ids (so no client tries to resume it).
-func TestStreamsAreNotResumableByDefault(t *testing.T) {
+func TestStreamsAreNotResumableWhenOff(t *testing.T) {
 	ts := resumableServer(t, false)
 	c := &mcphttptest.Client{URL: ts.URL}
 	sid, err := c.Open(t.Context())
@@ -65,13 +65,13 @@ func TestStreamsAreNotResumableByDefault(t *testing.T) {
 		t.Fatalf("tools/list: %v %v", r, err)
 	}
 	if bytes.Contains(r.Body, []byte("\nid: ")) || bytes.HasPrefix(r.Body, []byte("id: ")) || bytes.Contains(r.Body, []byte("event: prime")) {
-		t.Errorf("a stream without ResumableStreams has event ids: %s", r.Body)
+		t.Errorf("a stream with NoResumableStreams has event ids: %s", r.Body)
 	}
 }
 
 func resumableServer(t *testing.T, on bool) *httptest.Server {
 	t.Helper()
-	s, err := New(&agentdef.Definition{Name: "alpha", MaxDepth: 3}, &Options{DataDir: t.TempDir(), ResumableStreams: on})
+	s, err := New(&agentdef.Definition{Name: "alpha", MaxDepth: 3}, &Options{DataDir: t.TempDir(), NoResumableStreams: !on})
 	if err != nil {
 		t.Fatal(err)
 	}

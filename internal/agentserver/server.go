@@ -60,9 +60,10 @@ type Options struct {
 	ModelTimeout time.Duration
 	// Logger; default: discard.
 	Logger *slog.Logger
-	// ResumableStreams keeps each session's SSE events (bounded, in
-	// memory) so a client can resume a dropped stream (resume.go).
-	ResumableStreams bool
+	// NoResumableStreams turns off resumable SSE: by default each
+	// session's SSE events are kept (bounded, in memory) so a client can
+	// resume a dropped stream (resume.go).
+	NoResumableStreams bool
 	// Pool carries the agent's own delegations (the ask tool's model turn).
 	// When nil the Server makes one on first use and closes it in Close.
 	Pool *pool.Pool
@@ -171,7 +172,7 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		SessionTimeout:      o.SessionTimeout,
 		MaxRequestBodyBytes: o.MaxBodyBytes,
 		Logger:              logger,
-		EventStore:          eventStore(o.ResumableStreams), // resume.go: resumable SSE
+		EventStore:          eventStore(!o.NoResumableStreams), // resume.go: resumable SSE
 	}), sseRetry)
 	ttl := time.Duration(0)
 	if o.SessionTimeout > 0 {

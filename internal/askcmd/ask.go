@@ -104,8 +104,16 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	}
 	defer st.close()
 
+	// A server the agent delegates to may ask the person (elicitation,
+	// forwarded by agents whose agent.json says "elicit"): on a terminal
+	// ask asks; with nobody there it declines.
+	elicit := declineAll(stderr)
+	if !cfg.noInput && cfg.stdin != nil && (cfg.elicitStdin || isTerminal(cfg.stdin)) {
+		elicit = newElicitor(cfg.stdin, stderr).elicit
+	}
 	p := pool.New(&pool.Options{
 		ClientInfo: &mcp.Implementation{Name: "switchboard-ask", Version: version.String()},
+		Elicit:     elicit,
 	})
 	// Close before the studio closes: its DELETE must reach the agent, and
 	// after an interrupt the pool first delivers go-sdk's

@@ -45,6 +45,14 @@ under --dir and their own model settings (the builtin model for the
 bundled ones); its log goes to .switchboard/ask-studio-<time>-<pid>.log.
 A --studio or $SWITCHBOARD_STUDIO_URL that does not answer is an error.
 
+A server the agent delegates to may ask the person something (MCP
+elicitation, e.g. packrat's delete_notes asks before deleting several
+notes), forwarded by every agent on the way whose agent.json says
+"elicit": true. On a terminal ask prints the question and asks for each
+field, one line each (an empty line takes the field's default; Ctrl-D
+cancels). With nobody to ask (stdin is not a terminal, or --no-input) it
+declines, and the server does nothing it wanted confirmed.
+
 exit status:
   0    the task was done, and every delegation it made succeeded
   1    the runtime failed: no studio, the agent or its model endpoint
@@ -101,6 +109,9 @@ type config struct {
 	token        string        // $SWITCHBOARD_TOKEN, sent to the studio
 	timeout      time.Duration // the whole ask; 0: none
 	modelTimeout time.Duration // each model request of a studio ask starts; 0: the agents' default
+	noInput      bool          // --no-input: decline every elicitation
+	elicitStdin  bool          // answer elicitations from stdin even when it is not a terminal
+	stdin        io.Reader     // where the person's answers come from
 }
 
 // Main runs the command with args (after its own name) and returns the exit
@@ -117,6 +128,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintf(stderr, "switchboard ask: %v\n", err)
 		return exitUsage
 	}
+	cfg.stdin = stdin
 	defer setupTracing(ctx, stderr)()
 	return run(ctx, cfg, stdout, stderr)
 }
@@ -163,6 +175,8 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs.StringVar(&cfg.model, "model", "", "the model name, for a studio ask starts (default: each agent's agent.json)")
 	fs.StringVar(&cfg.logFormat, "log-format", "", "log format of a studio ask starts (its log file, agents included): "+logging.Formats+" (default text)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up (exit 124) when no answer came within this long, e.g. 30s (default: no limit)")
+	fs.BoolVar(&cfg.noInput, "no-input", false, "never ask the person: decline every elicitation (a server's request for confirmation or input)")
+	fs.BoolVar(&cfg.elicitStdin, "answer-elicitations-from-stdin", false, "answer elicitations from stdin, one line per field, even when it is not a terminal (for scripts and tests; also $"+EnvElicitStdin+"=1)")
 	fs.DurationVar(&cfg.modelTimeout, "model-timeout", 0, "deadline of each model request, for a studio ask starts (default $"+runtime.EnvModelTimeout+", else "+runtime.DefaultModelTimeout.String()+")")
 	if cli.HelpRequested(args) {
 		fs.SetOutput(stdout)
@@ -205,5 +219,8 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	cfg.studioURL = strings.TrimSuffix(cfg.studioURL, "/")
 	cfg.token = getenv(studio.EnvToken)
+	if getenv(EnvElicitStdin) == "1" {
+		cfg.elicitStdin = true
+	}
 	return cfg, nil
 }

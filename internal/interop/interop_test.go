@@ -299,17 +299,18 @@ type phase struct {
 //     of them are in flight at the kill.
 //
 // Throughout, the client's session id does not change and no note is
-// stored twice. It runs with the agents' defaults, and with resumable
-// streams (SWITCHBOARD_RESUMABLE_STREAMS=1, agentserver/resume.go), where
-// a call cut by the kill is resumed by the client and answered by the
-// studio with an "outcome unknown" error instead of the 502.
+// stored twice. It runs with the agents' defaults, resumable streams
+// (agentserver/resume.go), where a call cut by the kill is resumed by the
+// client and answered by the studio with its "outcome unknown" error
+// (pool.CodeOutcomeUnknown), and with them off
+// (SWITCHBOARD_RESUMABLE_STREAMS=0), where that call gets the studio's 502.
 func TestRestartInvisibleToThirdPartyClients(t *testing.T) {
 	modes := []struct {
 		name string
 		env  []string
 	}{
 		{"default", nil},
-		{"resumable", []string{"SWITCHBOARD_RESUMABLE_STREAMS=1"}},
+		{"no-resume", []string{"SWITCHBOARD_RESUMABLE_STREAMS=0"}},
 	}
 	for _, mode := range modes {
 		for _, c := range clients {

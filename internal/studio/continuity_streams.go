@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 // Resuming a stream across a restart. An agent with an event store
@@ -36,10 +38,14 @@ const maxKeptStreams = 64
 const maxPrimeBytes = 512
 
 // codeOutcomeUnknown is the JSON-RPC error a resumed stream gets when its
-// call died with the agent: JSON-RPC's implementation-defined server error,
-// as the proxy's 502. Not -32003 to -32005: go-sdk's jsonrpc2 takes those
-// for its own (-32003 is "client is closing" and ends the connection).
-const codeOutcomeUnknown = codeServerError
+// call died with the agent: pool.CodeOutcomeUnknown (-32060), a code of its
+// own so that a client can tell "the request may have run, its answer is
+// gone" from an error the agent answered (our pool reports it as
+// outcome_unknown). Not -32000, which is the agent's own and the TypeScript
+// SDK's, and none of the codes go-sdk gives a meaning (-32003 "client is
+// closing" would end the client's connection); pool.CodeOutcomeUnknown
+// lists them.
+const codeOutcomeUnknown = pool.CodeOutcomeUnknown
 
 // streamOf returns the stream id of a Last-Event-ID in go-sdk's format.
 func streamOf(eventID string) (string, bool) {

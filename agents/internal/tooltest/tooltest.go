@@ -17,13 +17,20 @@ import (
 // more than once and also runs at cleanup.
 func Connect(t testing.TB, server *mcp.Server) (cs *mcp.ClientSession, end func()) {
 	t.Helper()
+	return ConnectWith(t, server, nil)
+}
+
+// ConnectWith is Connect with the client's options (an elicitation
+// handler, for example).
+func ConnectWith(t testing.TB, server *mcp.Server, opts *mcp.ClientOptions) (cs *mcp.ClientSession, end func()) {
+	t.Helper()
 	ctx := context.Background()
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err = mcp.NewClient(&mcp.Implementation{Name: "test", Version: "test"}, nil).Connect(ctx, ct, nil)
+	cs, err = mcp.NewClient(&mcp.Implementation{Name: "test", Version: "test"}, opts).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
