@@ -74,11 +74,14 @@ func (s *Studio) serveConsoleAPI(w http.ResponseWriter, r *http.Request, path st
 	if !ok {
 		return false
 	}
-	name, action, _ := strings.Cut(rest, "/")
-	switch action {
-	case "", "restart", "stop", "start", "call":
+	name, action, slash := strings.Cut(rest, "/")
+	switch {
+	case !slash: // /api/agents/<name>: the agent's page data
+	case action == "restart", action == "stop", action == "start", action == "call":
 	default:
-		return false // the MCP route, or a 404 there
+		// The MCP route, or a 404 there: "/api/agents/<name>/" included,
+		// as every route here is matched exactly.
+		return false
 	}
 	if _, known := s.agents[name]; !known || !validName(name) {
 		mcphttp.WriteJSONError(w, http.StatusNotFound, "unknown agent "+quote(name)+"; known agents: "+strings.Join(s.names, ", "))

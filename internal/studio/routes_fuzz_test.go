@@ -16,7 +16,7 @@ import (
 // HTTP server parses them (http.ReadRequest), through the studio's handler,
 // and checks that exactly /api/agents/<name>/mcp, for an agent the studio
 // has, reaches that agent's route, and that every other path under
-// /api/agents/ is a 404: no cleaning of "..", no decoding of %2F, no
+// /api/agents/ but the console's (/api/agents/<name>[/action]) is a 404: no cleaning of "..", no decoding of %2F, no
 // doubled or trailing slashes, no case folding.
 //
 // The studio's agents never start (their executable does not exist), so an
@@ -78,11 +78,21 @@ func FuzzRoute(f *testing.F) {
 		h.ServeHTTP(rec, req)
 
 		path := req.URL.EscapedPath()
-		routed := false
+		routed, console := false, false
 		for _, name := range agents {
 			if path == "/api/agents/"+name+"/mcp" {
 				routed = true
 			}
+			// The console's own routes for an agent (agentpage.go): its
+			// page data and its guarded actions, answered by the studio.
+			for _, route := range []string{"", "/restart", "/stop", "/start", "/call"} {
+				if path == "/api/agents/"+name+route {
+					console = true
+				}
+			}
+		}
+		if console {
+			return
 		}
 		switch {
 		case routed && rec.Code != http.StatusServiceUnavailable:
