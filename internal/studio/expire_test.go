@@ -51,7 +51,7 @@ func agentSessions(t *testing.T, c *apiClient, s *Studio, name string) int {
 // record. The agent's own idle timeout is its default, 30 minutes, so an
 // agent that holds no session a moment later was told.
 func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
-	const ttl = 300 * time.Millisecond
+	const ttl = 2 * time.Second // long enough that a loaded machine sees the session before it expires
 	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{SessionIdleTTL: ttl})
 	c := newAPIClient(t, s, "")
 	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
