@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 				os.Exit(1)
 			}
 		}
+		// A Cleanup replaces goleak's own os.Exit: without this, a leak
+		// goleak found would not fail the run.
+		os.Exit(code)
 	}))
 }
 
