@@ -4,8 +4,8 @@ import (
 	"context"
 	"sync"
 
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
 // DiscoverOptions configure Discover. The zero value is the default.

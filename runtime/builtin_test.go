@@ -10,9 +10,9 @@ import (
 	"github.com/switchboard-run/switchboard/agents/abacus"
 	"github.com/switchboard-run/switchboard/agents/packrat"
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 	"github.com/switchboard-run/switchboard/runtime"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // serve puts s on loopback HTTP for the test.

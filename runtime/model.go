@@ -18,7 +18,7 @@ import (
 	"net/url"
 
 	"github.com/sashabaranov/go-openai"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 	"github.com/switchboard-run/switchboard/runtime/builtin"
 )
 

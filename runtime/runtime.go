@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // Errors of a turn, for errors.Is.

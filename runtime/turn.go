@@ -18,8 +18,8 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // Status says whether a turn did its task; see Result.Status.

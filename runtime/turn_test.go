@@ -18,10 +18,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 	"github.com/switchboard-run/switchboard/runtime"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 	"go.uber.org/goleak"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // This file is the one place where the agent server meets the turn loop:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // TestElicitNeedsOneCaller: an elicitation from a server the agent called

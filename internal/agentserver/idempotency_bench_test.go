@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // BenchmarkIdempotency measures what the record costs, per tool, over real

@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 func keyed(name string, args map[string]any, key string) *mcp.CallToolParams {

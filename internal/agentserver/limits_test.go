@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // TestMaxConcurrentCalls loads an agent server capped at 3 concurrent

@@ -11,12 +11,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 	"github.com/switchboard-run/switchboard/runtime"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // ReadyFormat is the one line `agent serve` prints on stdout once it

@@ -25,9 +25,9 @@ import (
 
 	"github.com/switchboard-run/switchboard/agents"
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // DefaultSessionTimeout closes a session that has seen no request for this

@@ -11,9 +11,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // TestE2EElicitationReachesThePerson: packrat's delete_notes, asked through

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
 // maxLine bounds one request line. A longer line is answered with an input

@@ -18,8 +18,8 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
 // exitInterrupted is the exit code after SIGINT or SIGTERM, as a shell

@@ -27,9 +27,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/switchboard-run/switchboard/internal/cli"
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
 	"github.com/switchboard-run/switchboard/internal/tokenstore"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
 type flags struct {

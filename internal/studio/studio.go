@@ -29,9 +29,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // EnvStudioURL is set in every agent's environment to the studio's base URL,

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/agentdef"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // The supervisor runs one agent as a child process and keeps it running.

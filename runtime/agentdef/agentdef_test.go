@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/agentdef"
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
+	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
 // writeAgent creates root/name/agent.json and, unless mcpJSON is empty,

@@ -36,7 +36,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
 // Definition is one agent.

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-run/switchboard/internal/mcpconfig"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
 // FuzzParse checks that Parse never panics, that every error is a
 // *ConfigError, and that what it accepts is a usable server list. The
 // realistic seeds are in testdata/fuzz/FuzzParse; run it with
 //
-//	go test -fuzz=FuzzParse -fuzztime=20s ./internal/mcpconfig
+//	go test -fuzz=FuzzParse -fuzztime=20s ./pool/mcpconfig
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		``,
