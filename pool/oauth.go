@@ -543,6 +543,10 @@ func scopesOf(tok *oauth2.Token) []string {
 // client or dynamic registration, the resource indicator, the iss check),
 // and keeps the token it gets.
 func (a *authenticator) authorizationCodeLocked(ctx context.Context, req *http.Request, resp *http.Response, held *tokenstore.Record) (*tokenstore.Record, error) {
+	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if asm := a.legacyMetadata(ctx, challenges); asm != nil {
+		return a.legacyAuthorizationCodeLocked(ctx, asm, challenges, held) // oauth_legacy.go
+	}
 	redirect := a.interactive.RedirectURL
 	cfg := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:              redirect,
@@ -560,13 +564,7 @@ func (a *authenticator) authorizationCodeLocked(ctx context.Context, req *http.R
 		}
 		cfg.PreregisteredClient = pc
 	} else {
-		cfg.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			RedirectURIs:            []string{redirect},
-			ClientName:              "switchboard",
-			GrantTypes:              []string{"authorization_code", "refresh_token"},
-			ResponseTypes:           []string{"code"},
-			TokenEndpointAuthMethod: "none",
-		}}
+		cfg.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: registrationMetadata(redirect)}
 	}
 	cfg.ScopeFilter = func(discovered []string) []string {
 		if a.cfg != nil && len(a.cfg.Scopes) > 0 {
@@ -600,11 +598,22 @@ func (a *authenticator) authorizationCodeLocked(ctx context.Context, req *http.R
 	rec := a.record(tok, nil, got.Endpoint.TokenURL, got.ClientID, got.ClientSecret, got.Endpoint.AuthStyle, got.Scopes)
 	// The revocation endpoint is for logout; the handler does not return
 	// the metadata it read, so it is looked up again (one GET, at sign-in).
-	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
 	if _, asm, err := a.discover(ctx, a.key.URL, challenges); err == nil {
 		rec.Issuer, rec.RevocationURL = asm.Issuer, asm.RevocationEndpoint
 	}
 	return rec, a.setLocked(rec)
+}
+
+// registrationMetadata is what the pool registers itself as (RFC 7591): a
+// public client (PKCE, no secret) that wants refresh tokens.
+func registrationMetadata(redirect string) *oauthex.ClientRegistrationMetadata {
+	return &oauthex.ClientRegistrationMetadata{
+		RedirectURIs:            []string{redirect},
+		ClientName:              "switchboard",
+		GrantTypes:              []string{"authorization_code", "refresh_token"},
+		ResponseTypes:           []string{"code"},
+		TokenEndpointAuthMethod: "none",
+	}
 }
 
 // oauthTransport sends a request with the key's token and recovers once

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/oauthtest"
+	"github.com/switchboard-run/switchboard/internal/tokenstore"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -385,5 +387,50 @@ func TestOAuthPlain401IsTheServers(t *testing.T) {
 	_, err := whoami(t, p, &pool.Server{Name: "studio", URL: hs.URL})
 	if pe, ok := errors.AsType[*pool.Error](err); !ok || pe.Status != http.StatusUnauthorized || errors.Is(err, pool.ErrLoginRequired) {
 		t.Fatalf("err = %v, want the server's own 401", err)
+	}
+}
+
+// TestOAuthLegacyIssuerWithPath: a 2025-03-26 server (no protected-resource
+// metadata; its origin is the authorization server) whose metadata names
+// the issuer <origin>/oauth is signed in to, and its token refreshed, with
+// the endpoints it names; the same metadata pointing the token endpoint at
+// another origin is refused before anything is sent there or the person
+// is asked.
+func TestOAuthLegacyIssuerWithPath(t *testing.T) {
+	as := oauthtest.NewLegacy(t, time.Hour, "")
+	dir := t.TempDir()
+	b := &browser{user: "alice"}
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: dir, Interactive: b.interactive()}})
+	defer p.Close()
+	srv := &pool.Server{Name: "legacy", URL: as.URL}
+	mustWhoami(t, p, srv, "alice")
+	if c := as.Snapshot(); c.Registrations != 1 || c.Authorizations != 1 || c.CodeExchanges != 1 {
+		t.Fatalf("after sign-in: %+v; want one registration, authorization and exchange", c)
+	}
+	rec, err := (&tokenstore.Store{Dir: dir}).Load(tokenstore.Key{URL: as.URL})
+	if err != nil || rec.Issuer != as.AS.URL+"/oauth" || rec.TokenURL != as.AS.URL+"/oauth/token" || rec.RevocationURL != as.AS.URL+"/oauth/revoke" {
+		t.Fatalf("stored record %v (token URL %q, revocation %q), %v; want the issuer and endpoints under /oauth", rec, rec.TokenURL, rec.RevocationURL, err)
+	}
+	as.ExpireAll()
+	mustWhoami(t, p, srv, "alice")
+	if c := as.Snapshot(); c.Refreshes != 1 || c.Authorizations != 1 {
+		t.Fatalf("after expiry: %+v; want one refresh, no new sign-in", c)
+	}
+
+	var foreignHits atomic.Int32
+	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		foreignHits.Add(1)
+		http.Error(w, "not here", http.StatusTeapot)
+	}))
+	defer foreign.Close()
+	elsewhere := oauthtest.NewLegacy(t, time.Hour, foreign.URL+"/token")
+	b2 := &browser{user: "alice"}
+	p2 := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir(), Interactive: b2.interactive()}})
+	defer p2.Close()
+	if _, err := whoami(t, p2, &pool.Server{Name: "elsewhere", URL: elsewhere.URL}); err == nil {
+		t.Fatal("signed in with metadata naming another origin's token endpoint")
+	}
+	if foreignHits.Load() != 0 || b2.opens != 0 || elsewhere.Snapshot().Registrations != 0 {
+		t.Fatalf("foreign token endpoint hit %d times, browser opened %d times, %+v; want nothing", foreignHits.Load(), b2.opens, elsewhere.Snapshot())
 	}
 }

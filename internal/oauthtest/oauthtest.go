@@ -48,6 +48,10 @@ type Server struct {
 	refresh     map[string]*grant
 	requiredSet []string // scopes the MCP endpoint demands
 	Counts      Counts
+
+	// Set by NewLegacy before serving, read-only after.
+	issuerPath    string // the AS's endpoints and issuer are under this path of AS.URL
+	tokenEndpoint string // when set, the metadata's token_endpoint
 }
 
 // Counts are what the servers saw, for tests to assert on.
@@ -77,15 +81,50 @@ func New(t interface{ Cleanup(func()) }, ttl time.Duration, scopes ...string) *S
 	s.AS = httptest.NewServer(http.HandlerFunc(s.serveAS))
 	t.Cleanup(s.AS.Close)
 
+	mux := http.NewServeMux()
+	s.MCP = httptest.NewServer(mux)
+	t.Cleanup(s.MCP.Close)
+	s.URL = s.MCP.URL + "/mcp"
+	prmURL := s.MCP.URL + "/.well-known/oauth-protected-resource/mcp"
+	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource: s.URL, AuthorizationServers: []string{s.AS.URL}, ScopesSupported: scopes,
+	}))
+	protect := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: scopes})
+	mux.Handle("/mcp", s.countRefusals(protect(s.mcpHandler(t))))
+	return s
+}
+
+// NewLegacy starts a server of the 2025-03-26 authorization spec, as the
+// conformance suite's auth/2025-03-26-oauth-metadata-backcompat does: one
+// origin is both the MCP server (at /mcp) and the authorization server,
+// there is no protected-resource metadata, and the metadata at
+// /.well-known/oauth-authorization-server names the issuer <origin>/oauth
+// and endpoints under /oauth. With tokenEndpoint set, the metadata names
+// that URL as its token endpoint instead (a server pointing the client
+// elsewhere). AS and MCP are the same server.
+func NewLegacy(t interface{ Cleanup(func()) }, ttl time.Duration, tokenEndpoint string) *Server {
+	s := &Server{ttl: ttl, clients: map[string]*client{}, codes: map[string]*grant{}, access: map[string]*grant{}, refresh: map[string]*grant{},
+		issuerPath: "/oauth", tokenEndpoint: tokenEndpoint}
+	mux := http.NewServeMux()
+	s.AS = httptest.NewServer(mux)
+	s.MCP = s.AS
+	t.Cleanup(s.AS.Close)
+	s.URL = s.MCP.URL + "/mcp"
+	mux.HandleFunc("/.well-known/oauth-authorization-server", s.serveAS)
+	mux.Handle("/oauth/", http.StripPrefix("/oauth", http.HandlerFunc(s.serveAS)))
+	protect := auth.RequireBearerToken(s.verify, nil)
+	mux.Handle("/mcp", s.countRefusals(protect(s.mcpHandler(t))))
+	return s
+}
+
+// mcpHandler is the protected MCP server: one tool, whoami.
+func (s *Server) mcpHandler(t interface{ Cleanup(func()) }) http.Handler {
 	mcpSrv := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, nil)
 	mcp.AddTool(mcpSrv, &mcp.Tool{Name: "whoami", Description: "the user the token belongs to"},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: req.Extra.TokenInfo.UserID}}}, nil, nil
 		})
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, nil)
-	mux := http.NewServeMux()
-	s.MCP = httptest.NewServer(mux)
-	t.Cleanup(s.MCP.Close)
 	// A session whose client could not say goodbye (its DELETE refused for a
 	// revoked token) would outlive the test: close what is left.
 	t.Cleanup(func() {
@@ -93,14 +132,7 @@ func New(t interface{ Cleanup(func()) }, ttl time.Duration, scopes ...string) *S
 			ss.Close()
 		}
 	})
-	s.URL = s.MCP.URL + "/mcp"
-	prmURL := s.MCP.URL + "/.well-known/oauth-protected-resource/mcp"
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource: s.URL, AuthorizationServers: []string{s.AS.URL}, ScopesSupported: scopes,
-	}))
-	protect := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: scopes})
-	mux.Handle("/mcp", s.countRefusals(protect(handler)))
-	return s
+	return handler
 }
 
 // Require changes the scopes the MCP endpoint demands (for step-up).
@@ -271,12 +303,17 @@ func (s *Server) serveAS(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		scopes := slices.Clone(s.requiredSet)
 		s.mu.Unlock()
+		base := s.AS.URL + s.issuerPath
+		tokenURL := base + "/token"
+		if s.tokenEndpoint != "" {
+			tokenURL = s.tokenEndpoint
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
-			"issuer":                                s.AS.URL,
-			"authorization_endpoint":                s.AS.URL + "/authorize",
-			"token_endpoint":                        s.AS.URL + "/token",
-			"registration_endpoint":                 s.AS.URL + "/register",
-			"revocation_endpoint":                   s.AS.URL + "/revoke",
+			"issuer":                                base,
+			"authorization_endpoint":                base + "/authorize",
+			"token_endpoint":                        tokenURL,
+			"registration_endpoint":                 base + "/register",
+			"revocation_endpoint":                   base + "/revoke",
 			"scopes_supported":                      append(scopes, "offline_access"),
 			"response_types_supported":              []string{"code"},
 			"grant_types_supported":                 []string{"authorization_code", "refresh_token", "client_credentials"},
