@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/switchboard-run/switchboard/internal/strictjson"
 	"io/fs"
 	"net/url"
 	"os"
@@ -36,6 +35,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/strictjson"
 	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
@@ -110,8 +110,9 @@ var (
 )
 
 // Load reads the agent in dir: dir/agent.json and, if present,
-// dir/tools/mcp.json. Errors in agent.json are [*Error]s; errors in
-// tools/mcp.json are [*mcpconfig.ConfigError]s. Both name the file.
+// dir/tools/mcp.json. An error in either file is a [*mcpconfig.ConfigError]
+// naming the file, and the field and value at fault; a missing agent.json
+// is one too, wrapping [fs.ErrNotExist].
 func Load(dir string) (*Definition, error) { return LoadWith(dir, os.LookupEnv) }
 
 // LoadWith is Load with tools/mcp.json's variables looked up by lookup.
@@ -123,7 +124,7 @@ func LoadWith(dir string, lookup func(string) (string, bool)) (*Definition, erro
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is already in File
 		}
-		return nil, &Error{File: path, Msg: "cannot read file", Err: err}
+		return nil, &mcpconfig.ConfigError{File: path, Msg: "cannot read file", Err: err}
 	}
 	folder := filepath.Base(filepath.Clean(dir))
 	if abs, err := filepath.Abs(dir); err == nil {
@@ -191,14 +192,14 @@ func (d *Definition) CheckServer(s *mcpconfig.Server) error {
 type parser struct{ file string }
 
 func (p *parser) fail(field, value, format string, args ...any) error {
-	return &Error{File: p.file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
+	return &mcpconfig.ConfigError{File: p.file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
 }
 
 // parse parses data as the agent.json at path in the folder named folder.
 func parse(path, folder string, data []byte) (*Definition, error) {
 	p := &parser{file: path}
 	if line, col, err := strictjson.SyntaxError(data); err != nil {
-		return nil, &Error{File: path, Line: line, Col: col, Msg: "invalid JSON", Err: err}
+		return nil, &mcpconfig.ConfigError{File: path, Line: line, Col: col, Msg: "invalid JSON", Err: err}
 	}
 	ms, err := p.object("", data)
 	if err != nil {
@@ -270,7 +271,7 @@ func (p *parser) object(field string, raw json.RawMessage) ([]strictjson.Member,
 	if dup, ok := errors.AsType[*strictjson.DuplicateKeyError](err); ok {
 		return nil, p.fail(join(field, dup.Key), "", "duplicate field")
 	} else if err != nil {
-		return nil, &Error{File: p.file, Field: field, Msg: "invalid JSON", Err: err}
+		return nil, &mcpconfig.ConfigError{File: p.file, Field: field, Msg: "invalid JSON", Err: err}
 	}
 	return ms, nil
 }
@@ -306,7 +307,7 @@ func (p *parser) str(field string, raw json.RawMessage) (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", &Error{File: p.file, Field: field, Value: string(raw), Msg: "invalid string", Err: err}
+		return "", &mcpconfig.ConfigError{File: p.file, Field: field, Value: string(raw), Msg: "invalid string", Err: err}
 	}
 	return s, nil
 }
@@ -372,7 +373,7 @@ func (p *parser) checkURL(field, raw string) error {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // ue repeats the URL, which Msg already quotes
 		}
-		return &Error{File: p.file, Field: field, Value: raw, Msg: fmt.Sprintf("invalid URL %q", raw), Err: err}
+		return &mcpconfig.ConfigError{File: p.file, Field: field, Value: raw, Msg: fmt.Sprintf("invalid URL %q", raw), Err: err}
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":

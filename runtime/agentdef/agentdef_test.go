@@ -190,11 +190,10 @@ func TestLoadErrors(t *testing.T) {
 			want := filepath.Join(dir, "agent.json") + tt.want
 			if tt.mcp != "" {
 				want = filepath.Join(dir, "tools", "mcp.json") + tt.want
-				if _, ok := errors.AsType[*mcpconfig.ConfigError](err); !ok {
-					t.Errorf("error is %T, not a *mcpconfig.ConfigError", err)
-				}
-			} else if _, ok := errors.AsType[*agentdef.Error](err); !ok {
-				t.Errorf("error is %T, not an *agentdef.Error", err)
+			}
+			// One error type for both files.
+			if _, ok := errors.AsType[*mcpconfig.ConfigError](err); !ok {
+				t.Errorf("error is %T, not a *mcpconfig.ConfigError", err)
 			}
 			if got := err.Error(); got != want {
 				t.Errorf("error\n got %s\nwant %s", got, want)
@@ -206,11 +205,11 @@ func TestLoadErrors(t *testing.T) {
 func TestErrorFields(t *testing.T) {
 	dir := writeAgent(t, t.TempDir(), "packrat", minimal(`, "max_steps": 0`), "")
 	_, err := agentdef.Load(dir)
-	got, ok := errors.AsType[*agentdef.Error](err)
+	got, ok := errors.AsType[*mcpconfig.ConfigError](err)
 	if !ok {
-		t.Fatalf("error %v is %T, not an *agentdef.Error", err, err)
+		t.Fatalf("error %v is %T, not a *mcpconfig.ConfigError", err, err)
 	}
-	want := &agentdef.Error{
+	want := &mcpconfig.ConfigError{
 		File:  filepath.Join(dir, "agent.json"),
 		Field: "max_steps",
 		Value: "0",
