@@ -31,7 +31,7 @@ type model struct {
 	baseURL string // redacted, for display; empty for the builtin model
 	name    string
 	client  *openai.Client
-	err     error  // why the settings cannot be used; returned by Ask
+	err     error  // why the settings cannot be used; returned by Run
 	apiKey  string // only to scrub it from the endpoint's errors
 }
 

@@ -11,7 +11,6 @@
 package runtime
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -28,7 +27,7 @@ import (
 
 // Errors of a turn, for errors.Is.
 var (
-	// ErrNoModel is returned by Ask when the agent's model settings are
+	// ErrNoModel is returned by Run when the agent's model settings are
 	// incomplete (a base URL without a model name, or a named API key
 	// variable that is empty).
 	ErrNoModel = errors.New("no model configured")
@@ -97,7 +96,7 @@ type Options struct {
 }
 
 // Agent runs model turns for one agent definition. It is safe for
-// concurrent use: each Ask is an independent turn.
+// concurrent use: each Run is an independent turn.
 type Agent struct {
 	def    *agentdef.Definition
 	caller delegation.Caller
@@ -106,16 +105,12 @@ type Agent struct {
 	log    *slog.Logger
 }
 
-// New returns an Agent for def whose delegations go through c (a
-// *pool.Pool), with default Options.
-func New(def *agentdef.Definition, c delegation.Caller) (*Agent, error) {
-	return NewWithOptions(def, c, nil)
-}
-
-// NewWithOptions returns an Agent for def whose delegations go through c.
-// Incomplete model settings are not an error here, so that an agent server
-// can still offer its other tools: Ask reports them (ErrNoModel).
-func NewWithOptions(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, error) {
+// New returns an Agent for def whose delegations go through c (usually a
+// *pool.Pool, which the caller owns and closes). A nil opts is the zero
+// Options. Incomplete model settings are not an error here, so that an
+// agent server can still offer its other tools: Run reports them
+// (ErrNoModel).
+func New(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, error) {
 	if def == nil {
 		return nil, errors.New("runtime.New: nil agent definition")
 	}
@@ -135,7 +130,7 @@ func NewWithOptions(def *agentdef.Definition, c delegation.Caller, opts *Options
 	}
 	a.model = resolveModel(def, &a.opts)
 	if a.opts.ModelTimeout <= 0 {
-		d, err := ParseModelTimeout(a.opts.Getenv(EnvModelTimeout))
+		d, err := parseModelTimeout(a.opts.Getenv(EnvModelTimeout))
 		if err != nil && a.model.err == nil {
 			a.model.err = fmt.Errorf("%w: agent %q: %w", ErrNoModel, def.Name, err)
 		}
@@ -153,20 +148,10 @@ func (a *Agent) Model() (name, endpoint string) {
 	return a.model.name, a.model.baseURL
 }
 
-// Ask runs one turn on task, as part of chain (already entered by this
-// agent), and returns the model's final answer.
-func (a *Agent) Ask(ctx context.Context, task string, chain delegation.Chain) (string, error) {
-	res, err := a.Run(ctx, task, chain)
-	if err != nil {
-		return "", err
-	}
-	return res.Answer, nil
-}
-
-// ParseModelTimeout reads a model request deadline as
+// parseModelTimeout reads a model request deadline as
 // $SWITCHBOARD_MODEL_TIMEOUT and the --model-timeout flags write it: a
 // positive Go duration; empty means DefaultModelTimeout.
-func ParseModelTimeout(s string) (time.Duration, error) {
+func parseModelTimeout(s string) (time.Duration, error) {
 	if s == "" {
 		return DefaultModelTimeout, nil
 	}
