@@ -1,13 +1,3 @@
-// Package runtime runs an agent's model turn: messages to an
-// OpenAI-compatible chat API, tool calls delegated through the pool, tool
-// results back, until the model answers or the step limit is reached.
-//
-// A turn discovers the agent's siblings (tools/mcp.json) through the pool,
-// offers their tools to the model under delegation's namespaced names, and
-// runs each response's tool calls concurrently through a
-// [delegation.Executor]. A failed delegation is a tool message the model
-// reads, never an error of the turn; what ends a turn early is the model API
-// failing, the step limit, or the caller's context.
 package runtime
 
 import (

@@ -1,5 +1,17 @@
 // Package agentdef loads agent definitions: a folder agents/<name>/ holding
-// agent.json and tools/mcp.json.
+// agent.json and, optionally, tools/mcp.json, the MCP servers (sibling
+// agents, or any MCP server) the agent may delegate to, in the format of
+// package mcpconfig.
+//
+//	def, err := agentdef.Load("agents/packrat")
+//	var ce *mcpconfig.ConfigError
+//	if errors.As(err, &ce) {
+//		// ce.File, ce.Field, ce.Value: what to fix, in either file
+//	}
+//
+// [Load] takes tools/mcp.json's ${VARIABLES} from the environment,
+// [LoadWith] from a function; [LoadAll] loads every agent folder of a
+// directory. The [Definition] is what runtime.New runs.
 //
 // agent.json looks like this (only name and description are required):
 //
@@ -11,13 +23,22 @@
 //	  "tools": ["packrat"],
 //	  "max_steps": 10,
 //	  "max_depth": 4,
+//	  "max_calls_per_step": 16,
+//	  "max_calls_per_turn": 64,
 //	  "allow_stdio": false,
 //	  "elicit": false
 //	}
 //
+// The name must be the folder's name and match ^[a-z][a-z0-9-]{0,31}$
+// (it is also the agent's URL path and the prefix of the tool names other
+// agents see); the description is what other agents read to decide when to
+// delegate. The fields are documented on [Definition] and [Model], their
+// bounds in the constants below.
+//
 // As with mcp.json, unknown fields, duplicate fields and values of the wrong
 // type are errors that name the file, the field and the value: a typo that
-// was ignored would quietly run the agent with a default.
+// was ignored would quietly run the agent with a default. Every such error,
+// in agent.json or tools/mcp.json, is a [*mcpconfig.ConfigError].
 package agentdef
 
 import (
