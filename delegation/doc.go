@@ -27,7 +27,10 @@
 // JSON-RPC code and message, and what the pool did about it (a session
 // re-initialized and the call sent once more, an outcome unknown and not
 // resent). [Executor.OnEvent] hears each delegation start and finish, as an
-// [Event] whose JSON is one line.
+// [Event] whose JSON is one line. Each delegation to a sibling that
+// advertises idempotency carries a key, stable across the pool's resends;
+// under [WithParentKey] it is derived from the caller's key, so that a turn
+// run again for the same request is answered from the siblings' records.
 //
 // # The delegation chain
 //
