@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-run/switchboard/delegation"
@@ -289,5 +290,24 @@ func TestLoadAll(t *testing.T) {
 func TestLoadAllMissingDir(t *testing.T) {
 	if _, err := agentdef.LoadAll(filepath.Join(t.TempDir(), "nope")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadAll(missing) = %v, want os.ErrNotExist", err)
+	}
+}
+
+// An agent.json error is a *mcpconfig.ConfigError, so its rendering gets
+// the logs' redaction too: an invalid base URL that carries a key in its
+// query is quoted without the key.
+func TestErrorsAreRedacted(t *testing.T) {
+	const key = "sk-planted-0123456789"
+	dir := writeAgent(t, t.TempDir(), "packrat", minimal(`, "model": {"base_url": "http://[::1/v1?api_key=`+key+`"}`), "")
+	_, err := agentdef.Load(dir)
+	ce, ok := errors.AsType[*mcpconfig.ConfigError](err)
+	if !ok {
+		t.Fatalf("error %v is %T, not a *mcpconfig.ConfigError", err, err)
+	}
+	if ce.Field != "model.base_url" {
+		t.Errorf("field %q, want model.base_url", ce.Field)
+	}
+	if msg := err.Error(); strings.Contains(msg, key) || !strings.Contains(msg, "invalid URL") {
+		t.Errorf("error %q", msg)
 	}
 }
