@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/doc"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -21,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -245,6 +247,94 @@ func (w *apiWalker) named(obj *types.TypeName) {
 
 func isInternal(path string) bool {
 	return strings.HasPrefix(path, "internal/") || strings.Contains(path, "/internal/") || strings.HasSuffix(path, "/internal")
+}
+
+// documentedPackages are held to a doc comment on every exported
+// declaration, so that go doc on them reads as a manual.
+var documentedPackages = []string{
+	module + "/runtime",
+	module + "/runtime/agentdef",
+	module + "/runtime/builtin",
+	module + "/delegation",
+	module + "/pool/mcpconfig",
+}
+
+func TestPublicAPIIsDocumented(t *testing.T) {
+	out, err := exec.Command("go", append([]string{"list", "-json=ImportPath,Dir,GoFiles"}, documentedPackages...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath, Dir string
+			GoFiles         []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		fset := token.NewFileSet()
+		var files []*ast.File
+		for _, name := range p.GoFiles {
+			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		d, err := doc.NewFromFiles(fset, files, p.ImportPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, missing := range undocumented(d) {
+			t.Errorf("%s: %s has no doc comment", p.ImportPath, missing)
+		}
+	}
+}
+
+// undocumented lists the exported declarations of d without a doc
+// comment. A value in a documented group counts as documented, and so do
+// Error, String and Unwrap methods, whose meaning is the interface's.
+func undocumented(d *doc.Package) []string {
+	if d.Doc == "" {
+		return []string{"the package"}
+	}
+	var missing []string
+	values := func(prefix string, vs []*doc.Value) {
+		for _, v := range vs {
+			if v.Doc != "" {
+				continue
+			}
+			for _, spec := range v.Decl.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if vs.Doc == nil && vs.Comment == nil && ast.IsExported(vs.Names[0].Name) {
+					missing = append(missing, prefix+vs.Names[0].Name)
+				}
+			}
+		}
+	}
+	funcs := func(prefix string, fs []*doc.Func) {
+		for _, f := range fs {
+			if f.Doc == "" && f.Name != "Error" && f.Name != "String" && f.Name != "Unwrap" {
+				missing = append(missing, prefix+f.Name)
+			}
+		}
+	}
+	values("", d.Consts)
+	values("", d.Vars)
+	funcs("", d.Funcs)
+	for _, typ := range d.Types {
+		if typ.Doc == "" {
+			missing = append(missing, typ.Name)
+		}
+		values("", typ.Consts)
+		values("", typ.Vars)
+		funcs("", typ.Funcs)
+		funcs(typ.Name+".", typ.Methods)
+	}
+	return missing
 }
 
 // exportData type-checks paths from the export data the go command writes
