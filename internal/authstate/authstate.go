@@ -258,3 +258,21 @@ func Describe(s Server) string {
 	}
 	return b.String()
 }
+
+// StoreFor is the token store of processes started with env added after
+// the current environment (as the studio starts its agents): the last
+// SWITCHBOARD_TOKEN_DIR in env, else tokenstore.DefaultDir. nil when there
+// is no directory to read (no configuration directory either): every
+// server then shows signed out.
+func StoreFor(env []string) *tokenstore.Store {
+	for _, kv := range slices.Backward(env) {
+		if d, ok := strings.CutPrefix(kv, tokenstore.EnvDir+"="); ok && d != "" {
+			return &tokenstore.Store{Dir: d}
+		}
+	}
+	d, err := tokenstore.DefaultDir()
+	if err != nil {
+		return nil
+	}
+	return &tokenstore.Store{Dir: d}
+}

@@ -161,3 +161,15 @@ func assertNoSecrets(t *testing.T, r Report) {
 		}
 	}
 }
+
+func TestStoreFor(t *testing.T) {
+	t.Setenv(tokenstore.EnvDir, "/from/the/environment")
+	if s := StoreFor(nil); s == nil || s.Dir != "/from/the/environment" {
+		t.Fatalf("StoreFor(nil) = %+v", s)
+	}
+	// The agents' environment is the studio's plus Env, the last value
+	// winning, as exec.Cmd does.
+	if s := StoreFor([]string{tokenstore.EnvDir + "=/first", "OTHER=x", tokenstore.EnvDir + "=/last"}); s == nil || s.Dir != "/last" {
+		t.Fatalf("StoreFor(env) = %+v", s)
+	}
+}

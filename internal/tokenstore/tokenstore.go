@@ -84,12 +84,15 @@ type Store struct {
 	Dir string
 }
 
+// EnvDir names the token directory in the environment.
+const EnvDir = "SWITCHBOARD_TOKEN_DIR"
+
 // DefaultDir is where tokens live unless told otherwise:
 // $SWITCHBOARD_TOKEN_DIR, else switchboard/tokens under the user's
 // configuration directory (os.UserConfigDir: $XDG_CONFIG_HOME or ~/.config
 // on Linux).
 func DefaultDir() (string, error) {
-	if d := os.Getenv("SWITCHBOARD_TOKEN_DIR"); d != "" {
+	if d := os.Getenv(EnvDir); d != "" {
 		return d, nil
 	}
 	base, err := os.UserConfigDir()
