@@ -95,6 +95,16 @@ type verdict struct {
 // returned as transport ("nothing ran"): sending the same body again would
 // only be refused again. A 4xx without a JSON-RPC body proves nothing about
 // dispatch and is treated as any other answer.
+//
+// A 401, or a 403 with error="insufficient_scope", that a token can answer
+// never reaches this table: the OAuth RoundTripper (oauth.go) sits below
+// the recorder, gets the token, and sends the same request once more
+// (maxAuthRetries). That resend is provably safe for the reason above,
+// stronger still: a bearer-token check runs before the message is read as
+// MCP at all (MCP authorization, "Token Handling": servers "MUST validate
+// access tokens before processing the request"), so the refused request did
+// not run whatever its body. What the recorder sees, and classify judges,
+// is the answer to the request as finally sent.
 func classify(err error, ev evidence, ctxErr error) verdict {
 	sessionDead := errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing)
 	undispatched := ev.undispatched()

@@ -47,6 +47,7 @@ type Server struct {
 	access      map[string]*grant
 	refresh     map[string]*grant
 	requiredSet []string // scopes the MCP endpoint demands
+	issued      []string // every access and refresh token ever issued
 	Counts      Counts
 
 	// Set by NewLegacy before serving, read-only after.
@@ -191,6 +192,14 @@ func (s *Server) Snapshot() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Counts
+}
+
+// Tokens returns every access and refresh token the server has issued,
+// revoked ones included, for a test to look for them where they must not be.
+func (s *Server) Tokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.issued)
 }
 
 // ExpireAll makes every access token expired, as time passing would.
@@ -447,10 +456,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	g.expiry = time.Now().Add(s.ttl)
 	access := rand.Text()
 	s.access[access] = &g
+	s.issued = append(s.issued, access)
 	out := map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": int(s.ttl.Seconds()), "scope": strings.Join(g.scopes, " ")}
 	if r.PostForm.Get("grant_type") != "client_credentials" {
 		rt := rand.Text()
 		s.refresh[rt] = &g
+		s.issued = append(s.issued, rt)
 		out["refresh_token"] = rt
 	}
 	writeJSON(w, http.StatusOK, out)
