@@ -199,9 +199,11 @@ type authenticator struct {
 
 	flow sync.Mutex // serializes loads, refreshes and grants of this key (held for I/O; one key only)
 
-	mu     sync.Mutex // protects following fields
-	rec    *tokenstore.Record
-	loaded bool // rec was read from the store once
+	mu       sync.Mutex // protects following fields
+	rec      *tokenstore.Record
+	loaded   bool      // rec was read from the store once
+	lastNote time.Time // when a refusal was last recorded (noteRefusal)
+	lastKind string    // and what it was: status, error, scope
 }
 
 func newAuthenticator(base http.RoundTripper, srv *Server, opts *OAuthOptions, log *slog.Logger) *authenticator {
@@ -292,7 +294,62 @@ func (a *authenticator) setLocked(rec *tokenstore.Record) error {
 	if a.store == nil {
 		return nil
 	}
-	return a.store.Save(rec)
+	if err := a.store.Save(rec); err != nil {
+		return err
+	}
+	return a.store.DeleteRefusal(a.key) // a new token: the last refusal is history
+}
+
+// minNoteInterval spaces the same refusal recorded for one key: many calls
+// refused at once for the same reason say no more than the first.
+const minNoteInterval = time.Second
+
+// maxReason bounds the reason kept with a refusal.
+const maxReason = 300
+
+// noteRefusal records, for `switchboard status` and the studio's page
+// (internal/authstate), that the server refused a request and no token it
+// accepts could be had: resp is the refusal, why the reason (nil when a
+// fresh token was refused too). Called with no lock held.
+func (a *authenticator) noteRefusal(resp *http.Response, why error) {
+	if a.store == nil {
+		return
+	}
+	now := oauthNow()
+	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	r := &tokenstore.Refusal{URL: a.key.URL, Identity: a.key.Identity, At: now.UTC(), Status: resp.StatusCode,
+		Error: challengeParam(challenges, "error"), Scope: challengeParam(challenges, "scope")}
+	kind := fmt.Sprint(r.Status, r.Error, r.Scope)
+	a.mu.Lock()
+	if kind == a.lastKind && now.Sub(a.lastNote) < minNoteInterval {
+		a.mu.Unlock()
+		return
+	}
+	a.lastNote, a.lastKind = now, kind
+	a.mu.Unlock()
+	if why != nil {
+		// The pool's own words and the authorization server's error (never a
+		// token), cut to a line.
+		r.Reason = why.Error()
+		if len(r.Reason) > maxReason {
+			r.Reason = r.Reason[:maxReason] + "…"
+		}
+	} else {
+		r.Reason = "the server refused a fresh token"
+	}
+	if err := a.store.SaveRefusal(r); err != nil {
+		a.log.Warn("recording the server's refusal", "server", a.name, "error", err)
+	}
+}
+
+// authRefusal reports whether resp refuses the request for want of a
+// token: a 401, or a 403 asking for more scope.
+func authRefusal(resp *http.Response) bool {
+	if resp.StatusCode == http.StatusUnauthorized {
+		return true
+	}
+	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	return resp.StatusCode == http.StatusForbidden && challengeParam(challenges, "error") == "insufficient_scope"
 }
 
 // recover finds a token after resp (401 or 403) refused the request sent
@@ -645,6 +702,7 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		oauth := challengeParam(challenges, "resource_metadata") != "" || rec != nil || t.a.cfg != nil
 		if ferr != nil && oauth {
 			t.a.log.WarnContext(ctx, "no token for the server", "server", t.a.name, "status", resp.StatusCode, "error", ferr)
+			t.a.noteRefusal(resp, ferr)
 		}
 		if errors.Is(ferr, ErrLoginRequired) && oauth && isInitialize(req) {
 			// A session that cannot start until a person signs in: the
@@ -666,6 +724,9 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err = t.send(again, rec)
+		if err == nil && authRefusal(resp) {
+			t.a.noteRefusal(resp, nil) // the token just got was refused too
+		}
 	}
 	return resp, err
 }

@@ -434,3 +434,50 @@ func TestOAuthLegacyIssuerWithPath(t *testing.T) {
 		t.Fatalf("foreign token endpoint hit %d times, browser opened %d times, %+v; want nothing", foreignHits.Load(), b2.opens, elsewhere.Snapshot())
 	}
 }
+
+// TestOAuthRefusalIsRecorded: a headless pool refused for want of a
+// sign-in records the refusal in the token store (for `switchboard
+// status` and the studio's page), step-up refusals with the scope asked
+// for; a sign-in clears it.
+func TestOAuthRefusalIsRecorded(t *testing.T) {
+	as := oauthtest.New(t, time.Hour, "read")
+	dir := t.TempDir()
+	store := &tokenstore.Store{Dir: dir}
+	key := tokenstore.Key{URL: as.URL}
+	headless := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: dir}})
+	defer headless.Close()
+	srv := &pool.Server{Name: "remote", URL: as.URL}
+	if _, err := whoami(t, headless, srv); !errors.Is(err, pool.ErrLoginRequired) {
+		t.Fatalf("headless, no token: %v", err)
+	}
+	r, err := store.LoadRefusal(key)
+	if err != nil || r.Status != http.StatusUnauthorized || !strings.Contains(r.Reason, "switchboard login remote") || r.At.IsZero() {
+		t.Fatalf("refusal after a headless 401: %+v, %v", r, err)
+	}
+
+	b := &browser{user: "alice"}
+	person := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: dir, Interactive: b.interactive()}})
+	defer person.Close()
+	mustWhoami(t, person, srv, "alice")
+	if _, err := store.LoadRefusal(key); !errors.Is(err, tokenstore.ErrNotFound) {
+		t.Fatalf("after sign-in the refusal is still there: %v", err)
+	}
+	mustWhoami(t, headless, srv, "alice") // the stored token, re-read
+
+	// The server now wants more: the headless pool cannot step up.
+	as.Require("read", "write")
+	if _, err := whoami(t, headless, srv); err == nil {
+		t.Fatal("a headless pool stepped up without a person")
+	}
+	r, err = store.LoadRefusal(key)
+	if err != nil || r.Status != http.StatusForbidden || r.Error != "insufficient_scope" || r.Scope != "read write" {
+		t.Fatalf("refusal after a step-up 403: %+v, %v", r, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		fi, _ := os.Stat(f)
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", f, fi.Mode().Perm())
+		}
+	}
+}

@@ -84,6 +84,20 @@ type Server struct {
 	Refreshable bool `json:"refreshable"`
 	// Error says why a stored record could not be read.
 	Error string `json:"error,omitempty"`
+	// Refused is the last time an agent's pool was refused by the server
+	// and could get no token it accepted, since the last token was got.
+	Refused *Refusal `json:"refused,omitempty"`
+}
+
+// A Refusal is the server's last refusal of a pool's request.
+type Refusal struct {
+	At     time.Time `json:"at"`
+	Status int       `json:"status"`
+	// Error and Scope are the challenge's (insufficient_scope and the scope
+	// it asks for, or invalid_token).
+	Error  string `json:"error,omitempty"`
+	Scope  string `json:"scope,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Report is the wire form: the servers sorted by name, then URL.
@@ -175,7 +189,11 @@ func fill(st *Server, store *tokenstore.Store, now time.Time) {
 	if store == nil {
 		return
 	}
-	rec, err := store.Load(tokenstore.Key{URL: st.URL, Identity: st.Identity})
+	key := tokenstore.Key{URL: st.URL, Identity: st.Identity}
+	if r, err := store.LoadRefusal(key); err == nil {
+		st.Refused = &Refusal{At: r.At.UTC(), Status: r.Status, Error: r.Error, Scope: r.Scope, Reason: r.Reason}
+	}
+	rec, err := store.Load(key)
 	switch {
 	case errors.Is(err, tokenstore.ErrNotFound):
 		return
@@ -223,6 +241,24 @@ func Write(w io.Writer, r Report) {
 
 // Describe is one server's state in a sentence.
 func Describe(s Server) string {
+	d := describeToken(s)
+	if r := s.Refused; r != nil {
+		d += fmt.Sprintf("; last refused %s (%d", r.At.Format(time.RFC3339), r.Status)
+		if r.Error != "" {
+			d += " " + r.Error
+		}
+		if r.Scope != "" {
+			d += ", wants scope " + r.Scope
+		}
+		d += ")"
+		if r.Reason != "" {
+			d += ": " + r.Reason
+		}
+	}
+	return d
+}
+
+func describeToken(s Server) string {
 	switch s.State {
 	case Unreadable:
 		return "token unreadable: " + s.Error

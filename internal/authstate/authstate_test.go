@@ -173,3 +173,36 @@ func TestStoreFor(t *testing.T) {
 		t.Fatalf("StoreFor(env) = %+v", s)
 	}
 }
+
+func TestRefusalIsShown(t *testing.T) {
+	cfg, err := mcpconfig.Parse("mcp.json", []byte(`{"servers":{"a":{"url":"https://a.example/mcp"},"b":{"url":"https://b.example/mcp"}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &tokenstore.Store{Dir: t.TempDir()}
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	// a: signed in, but the server wants more than the token has.
+	store.Save(&tokenstore.Record{URL: "https://a.example/mcp", AccessToken: "AT-SECRET", RefreshToken: "RT-SECRET", Scopes: []string{"read"}})
+	store.SaveRefusal(&tokenstore.Refusal{URL: "https://a.example/mcp", At: at, Status: 403, Error: "insufficient_scope", Scope: "read write", Reason: "sign-in required"})
+	// b: never signed in, and an agent was refused.
+	store.SaveRefusal(&tokenstore.Refusal{URL: "https://b.example/mcp", At: at, Status: 401, Reason: "sign-in required: run `switchboard login b`"})
+	r := ForConfig(cfg, "", store, at)
+	if len(r.Servers) != 2 || r.Servers[0].Refused == nil || r.Servers[0].State != SignedIn || r.Servers[1].Refused == nil || r.Servers[1].State != SignedOut {
+		t.Fatalf("report %+v", r)
+	}
+	for i, want := range []string{
+		"signed in; scopes read; the token does not expire; last refused 2030-01-01T12:00:00Z (403 insufficient_scope, wants scope read write): sign-in required",
+		"not signed in (if it asks for OAuth: switchboard login b); last refused 2030-01-01T12:00:00Z (401): sign-in required: run `switchboard login b`",
+	} {
+		if got := Describe(r.Servers[i]); got != want {
+			t.Errorf("Describe(%s) = %q, want %q", r.Servers[i].Server, got, want)
+		}
+	}
+	assertNoSecrets(t, r)
+	// Another identity sees neither the token nor the refusal.
+	for _, s := range ForConfig(cfg, "bob", store, at).Servers {
+		if s.Refused != nil || s.State != SignedOut {
+			t.Fatalf("bob sees %+v", s)
+		}
+	}
+}

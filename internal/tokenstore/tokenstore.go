@@ -125,11 +125,16 @@ func (s *Store) Load(k Key) (*Record, error) {
 
 // Save stores r under its own key, readable by the owner only.
 func (s *Store) Save(r *Record) error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("token store: %w", err)
-	}
 	data, err := json.Marshal(r)
 	if err != nil {
+		return fmt.Errorf("token store: %w", err)
+	}
+	return s.write(Key{URL: r.URL, Identity: r.Identity}.file(), data)
+}
+
+// write puts data in the file name of the store, atomically, mode 0600.
+func (s *Store) write(name string, data []byte) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("token store: %w", err)
 	}
 	f, err := os.CreateTemp(s.Dir, ".tmp-*")
@@ -151,7 +156,7 @@ func (s *Store) Save(r *Record) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("token store: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(s.Dir, Key{URL: r.URL, Identity: r.Identity}.file())); err != nil {
+	if err := os.Rename(tmp, filepath.Join(s.Dir, name)); err != nil {
 		return fmt.Errorf("token store: %w", err)
 	}
 	return nil
@@ -160,6 +165,57 @@ func (s *Store) Save(r *Record) error {
 // Delete removes what is stored for k. Deleting nothing is not an error.
 func (s *Store) Delete(k Key) error {
 	err := os.Remove(filepath.Join(s.Dir, k.file()))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("token store: %w", err)
+	}
+	return nil
+}
+
+// A Refusal is the last time the server refused the pool's request and the
+// pool could get no token that it accepted: what a person needs to know to
+// sign in again, or for more. It holds no secret.
+type Refusal struct {
+	URL      string    `json:"url"`
+	Identity string    `json:"identity,omitempty"`
+	At       time.Time `json:"at"`
+	Status   int       `json:"status"`           // 401 or 403
+	Error    string    `json:"error,omitempty"`  // the challenge's error (invalid_token, insufficient_scope)
+	Scope    string    `json:"scope,omitempty"`  // the scope the challenge asked for
+	Reason   string    `json:"reason,omitempty"` // why no token could be had, in the pool's words
+}
+
+func (k Key) refusalFile() string { return strings.TrimSuffix(k.file(), ".json") + ".refused" }
+
+// SaveRefusal records r for its key, replacing the one before.
+func (s *Store) SaveRefusal(r *Refusal) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("token store: %w", err)
+	}
+	return s.write(Key{URL: r.URL, Identity: r.Identity}.refusalFile(), data)
+}
+
+// LoadRefusal returns the refusal recorded for k, or an error wrapping
+// ErrNotFound.
+func (s *Store) LoadRefusal(k Key) (*Refusal, error) {
+	path := filepath.Join(s.Dir, k.refusalFile())
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no refusal for %s", ErrNotFound, k.URL)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token store: %w", err)
+	}
+	var r Refusal
+	if err := json.Unmarshal(data, &r); err != nil || r.URL != k.URL || r.Identity != k.Identity {
+		return nil, fmt.Errorf("token store: %s is not a refusal of %s", path, k.URL)
+	}
+	return &r, nil
+}
+
+// DeleteRefusal forgets k's refusal, as a token that works does.
+func (s *Store) DeleteRefusal(k Key) error {
+	err := os.Remove(filepath.Join(s.Dir, k.refusalFile()))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("token store: %w", err)
 	}
