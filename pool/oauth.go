@@ -116,6 +116,10 @@ type OAuthConfig struct {
 	// https URL with a path), used as its client id by an authorization
 	// server that supports them; tried before the other registrations.
 	ClientMetadataURL string
+	// Enterprise, when set, gets tokens by enterprise-managed authorization
+	// (oauth_enterprise.go) instead of Grant: from the person's sign-in at
+	// the enterprise's identity provider.
+	Enterprise *EnterpriseConfig
 }
 
 // OAuthOptions configure the pool's OAuth. The zero value: tokens in
@@ -184,7 +188,8 @@ func sameOAuth(a, b *OAuthConfig) bool {
 	return a.ClientID == b.ClientID && a.ClientSecret == b.ClientSecret && a.Grant == b.Grant &&
 		a.TokenEndpointAuthMethod == b.TokenEndpointAuthMethod && slices.Equal(a.Scopes, b.Scopes) &&
 		a.CallbackPort == b.CallbackPort && a.PrivateKeyPEM == b.PrivateKeyPEM &&
-		a.SigningAlgorithm == b.SigningAlgorithm && a.ClientMetadataURL == b.ClientMetadataURL
+		a.SigningAlgorithm == b.SigningAlgorithm && a.ClientMetadataURL == b.ClientMetadataURL &&
+		a.Enterprise == b.Enterprise
 }
 
 // authenticator holds one key's token and runs its grants.
@@ -381,8 +386,10 @@ func (a *authenticator) recover(ctx context.Context, req *http.Request, resp *ht
 			}
 		}
 	}
-	switch a.grant() {
-	case GrantClientCredentials:
+	switch {
+	case a.cfg != nil && a.cfg.Enterprise != nil:
+		return a.enterpriseLocked(ctx, challenges, used)
+	case a.grant() == GrantClientCredentials:
 		return a.clientCredentialsLocked(ctx, req, challenges, used)
 	default:
 		if a.interactive == nil {

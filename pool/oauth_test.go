@@ -481,3 +481,38 @@ func TestOAuthRefusalIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthEnterprise: enterprise-managed authorization (SEP-990). A
+// headless pool with the person's ID token at the identity provider
+// exchanges it there for an ID-JAG, and that at the MCP server's
+// authorization server (client_secret_basic) for an access token: no
+// browser, no consent. An expired token is got again the same way (an
+// ID-JAG grant has no refresh token); an ID token the IdP does not know
+// gets no token at all.
+func TestOAuthEnterprise(t *testing.T) {
+	as := oauthtest.New(t, time.Hour, "notes")
+	as.RegisterClient("xaa-client", "xaa-secret")
+	idp := as.StartIdP(t)
+	idToken := as.IDToken("dana")
+	p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir()}})
+	defer p.Close()
+	ent := func(tok string) *pool.EnterpriseConfig {
+		return &pool.EnterpriseConfig{IdPIssuer: idp, IdPClientID: "idp-client",
+			IDToken: func(context.Context) (string, error) { return tok, nil }}
+	}
+	srv := &pool.Server{Name: "remote", URL: as.URL, OAuth: &pool.OAuthConfig{ClientID: "xaa-client", ClientSecret: "xaa-secret", Enterprise: ent(idToken)}}
+	mustWhoami(t, p, srv, "dana")
+	as.ExpireAll()
+	mustWhoami(t, p, srv, "dana")
+	if c := as.Snapshot(); c.TokenExchanges != 2 || c.JWTBearerGrants != 2 || c.BasicAuth != 2 || c.Authorizations != 0 || c.Refreshes != 0 {
+		t.Fatalf("%+v; want two exchanges and two JWT bearer grants with client_secret_basic, no sign-in or refresh", c)
+	}
+
+	stranger := &pool.Server{Name: "remote", URL: as.URL, Identity: "stranger", OAuth: &pool.OAuthConfig{ClientID: "xaa-client", ClientSecret: "xaa-secret", Enterprise: ent("not-an-id-token")}}
+	if _, err := whoami(t, p, stranger); err == nil {
+		t.Fatal("an unknown ID token got a token")
+	}
+	if c := as.Snapshot(); c.TokenExchanges != 2 || c.JWTBearerGrants != 2 {
+		t.Fatalf("%+v; the unknown ID token was exchanged", c)
+	}
+}

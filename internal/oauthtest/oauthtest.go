@@ -48,7 +48,12 @@ type Server struct {
 	refresh     map[string]*grant
 	requiredSet []string // scopes the MCP endpoint demands
 	issued      []string // every access and refresh token ever issued
+	idTokens    map[string]string // ID token (of the IdP) → user
+	jags        map[string]*grant // ID-JAG (of the IdP) → what it grants
 	Counts      Counts
+
+	// IdP is the enterprise identity provider of StartIdP; nil before.
+	IdP *httptest.Server
 
 	// Set by NewLegacy before serving, read-only after.
 	issuerPath    string // the AS's endpoints and issuer are under this path of AS.URL
@@ -60,6 +65,7 @@ type Counts struct {
 	Registrations, Authorizations, CodeExchanges, Refreshes, ClientCredentials, Revocations int
 	BasicAuth, PostAuth, JWTAuth                                                            int // client authentications at /token, by method
 	MCPUnauthorized                                                                         int // 401 and 403 answers of the MCP endpoint
+	TokenExchanges, JWTBearerGrants                                                         int // at the IdP, at the AS (enterprise-managed authorization)
 }
 
 type client struct {
@@ -325,7 +331,7 @@ func (s *Server) serveAS(w http.ResponseWriter, r *http.Request) {
 			"revocation_endpoint":                   base + "/revoke",
 			"scopes_supported":                      append(scopes, "offline_access"),
 			"response_types_supported":              []string{"code"},
-			"grant_types_supported":                 []string{"authorization_code", "refresh_token", "client_credentials"},
+			"grant_types_supported":                 []string{"authorization_code", "refresh_token", "client_credentials", "urn:ietf:params:oauth:grant-type:jwt-bearer"},
 			"code_challenge_methods_supported":      []string{"S256"},
 			"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "none"},
 		})
@@ -442,6 +448,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		delete(s.refresh, r.PostForm.Get("refresh_token")) // rotated
 		g = *old
 		s.Counts.Refreshes++
+	case "urn:ietf:params:oauth:grant-type:jwt-bearer":
+		// An ID-JAG from StartIdP's identity provider (SEP-990), single use,
+		// from a confidential client.
+		jag := s.jags[r.PostForm.Get("assertion")]
+		delete(s.jags, r.PostForm.Get("assertion"))
+		if secret == "" || jag == nil || jag.expiry.Before(time.Now()) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		g = *jag
+		g.client = id
+		s.Counts.JWTBearerGrants++
 	case "client_credentials":
 		if secret == "" {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
@@ -500,4 +518,64 @@ func FollowAuthorize(ctx context.Context, authURL, user string) (code, state, lo
 		return "", "", "", &url.Error{Op: "authorize", URL: authURL, Err: http.ErrNoLocation}
 	}
 	return loc.Query().Get("code"), loc.Query().Get("state"), loc.String(), nil
+}
+
+// StartIdP starts an enterprise identity provider for enterprise-managed
+// authorization (SEP-990): its metadata at
+// /.well-known/openid-configuration, and a token endpoint that exchanges an
+// ID token from IDToken (any client id, a public client) for an ID-JAG for
+// this server's authorization server and MCP endpoint (RFC 8693), which the
+// authorization server then takes as a JWT bearer grant (RFC 7523). It
+// returns the IdP's issuer URL.
+func (s *Server) StartIdP(t interface{ Cleanup(func()) }) string {
+	s.mu.Lock()
+	s.idTokens, s.jags = map[string]string{}, map[string]*grant{}
+	s.mu.Unlock()
+	s.IdP = httptest.NewServer(http.HandlerFunc(s.serveIdP))
+	t.Cleanup(s.IdP.Close)
+	return s.IdP.URL
+}
+
+// IDToken issues an ID token for user at the identity provider (opaque: only
+// this IdP reads it), as an OpenID Connect sign-in there would.
+func (s *Server) IDToken(user string) string {
+	tok := rand.Text()
+	s.mu.Lock()
+	s.idTokens[tok] = user
+	s.issued = append(s.issued, tok)
+	s.mu.Unlock()
+	return tok
+}
+
+func (s *Server) serveIdP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/.well-known/openid-configuration":
+		writeJSON(w, http.StatusOK, map[string]any{
+			"issuer": s.IdP.URL, "token_endpoint": s.IdP.URL + "/token", "authorization_endpoint": s.IdP.URL + "/authorize",
+			"grant_types_supported": []string{"urn:ietf:params:oauth:grant-type:token-exchange"}, "code_challenge_methods_supported": []string{"S256"},
+		})
+	case "/token":
+		if err := r.ParseForm(); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
+			return
+		}
+		f := r.PostForm
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		user, ok := s.idTokens[f.Get("subject_token")]
+		if f.Get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" || f.Get("client_id") == "" || !ok ||
+			f.Get("subject_token_type") != "urn:ietf:params:oauth:token-type:id_token" ||
+			f.Get("requested_token_type") != "urn:ietf:params:oauth:token-type:id-jag" ||
+			f.Get("audience") != s.AS.URL || f.Get("resource") != s.URL {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
+			return
+		}
+		jag := rand.Text()
+		s.jags[jag] = &grant{user: user, resource: s.URL, scopes: strings.Fields(f.Get("scope")), expiry: time.Now().Add(5 * time.Minute)}
+		s.issued = append(s.issued, jag)
+		s.Counts.TokenExchanges++
+		writeJSON(w, http.StatusOK, map[string]any{"access_token": jag, "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag", "token_type": "N_A", "expires_in": 300})
+	default:
+		http.NotFound(w, r)
+	}
 }

@@ -65,9 +65,21 @@ func run(scenario, serverURL string, cctx map[string]any) error {
 	secret, _ := cctx["client_secret"].(string)
 	key, _ := cctx["private_key_pem"].(string)
 	alg, _ := cctx["signing_algorithm"].(string)
-	if strings.HasPrefix(scenario, "auth/client-credentials") {
+	idToken, _ := cctx["idp_id_token"].(string)
+	switch {
+	case idToken != "":
+		// Enterprise-managed authorization: the suite plays the person's
+		// sign-in at the identity provider and hands over its ID token.
+		idpIssuer, _ := cctx["idp_issuer"].(string)
+		idpToken, _ := cctx["idp_token_endpoint"].(string)
+		idpClient, _ := cctx["idp_client_id"].(string)
+		srv.OAuth = &pool.OAuthConfig{ClientID: id, ClientSecret: secret, Enterprise: &pool.EnterpriseConfig{
+			IdPIssuer: idpIssuer, IdPTokenEndpoint: idpToken, IdPClientID: idpClient,
+			IDToken: func(context.Context) (string, error) { return idToken, nil },
+		}}
+	case strings.HasPrefix(scenario, "auth/client-credentials"):
 		srv.OAuth = &pool.OAuthConfig{Grant: pool.GrantClientCredentials, ClientID: id, ClientSecret: secret, PrivateKeyPEM: key, SigningAlgorithm: alg}
-	} else {
+	default:
 		// The suite's own clients offer this Client ID Metadata Document
 		// URL; its authorization servers take it without fetching it.
 		srv.OAuth = &pool.OAuthConfig{ClientID: id, ClientSecret: secret, ClientMetadataURL: "https://conformance-test.local/client-metadata.json"}
