@@ -46,8 +46,8 @@ type Server struct {
 	codes       map[string]*grant
 	access      map[string]*grant
 	refresh     map[string]*grant
-	requiredSet []string // scopes the MCP endpoint demands
-	issued      []string // every access and refresh token ever issued
+	requiredSet []string          // scopes the MCP endpoint demands
+	issued      []string          // every access and refresh token ever issued
 	idTokens    map[string]string // ID token (of the IdP) → user
 	jags        map[string]*grant // ID-JAG (of the IdP) → what it grants
 	Counts      Counts
