@@ -292,6 +292,10 @@ func Logout(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		fmt.Fprintf(stderr, "switchboard logout: %v\n", err)
 		return 1
 	}
+	if err := store.DeleteRefusal(key); err != nil {
+		fmt.Fprintf(stderr, "switchboard logout: %v\n", err)
+		return 1
+	}
 	fmt.Fprintf(stdout, "Signed out of %s%s\n", name, revoked)
 	return 0
 }
@@ -324,77 +328,4 @@ func revoke(ctx context.Context, rec *tokenstore.Record, token, hint string) err
 		return fmt.Errorf("the authorization server answered %s", resp.Status)
 	}
 	return nil
-}
-
-// A ServerAuth is one server's sign-in state, as `switchboard status
-// --auth` shows it: never the token.
-type ServerAuth struct {
-	Server   string    `json:"server"`
-	URL      string    `json:"url"`
-	SignedIn bool      `json:"signed_in"`
-	Issuer   string    `json:"issuer,omitempty"`
-	Scopes   []string  `json:"scopes,omitempty"`
-	Expires  time.Time `json:"expires,omitzero"`
-	Refresh  bool      `json:"refreshable,omitempty"` // a refresh token is held
-	Grant    string    `json:"grant,omitempty"`
-}
-
-// AuthStates reads the sign-in state of every HTTP server in the mcp.json
-// at config for identity from the token store in tokenDir (empty: the
-// default).
-func AuthStates(config, identity, tokenDir string) ([]ServerAuth, error) {
-	cfg, err := mcpconfig.Load(config)
-	if err != nil {
-		return nil, err
-	}
-	if tokenDir == "" {
-		if tokenDir, err = tokenstore.DefaultDir(); err != nil {
-			return nil, err
-		}
-	}
-	store := &tokenstore.Store{Dir: tokenDir}
-	var out []ServerAuth
-	for _, s := range cfg.Servers {
-		if s.Type != mcpconfig.TypeHTTP {
-			continue
-		}
-		a := ServerAuth{Server: s.Name, URL: s.URL, Grant: pool.GrantAuthorizationCode}
-		if s.OAuth != nil && s.OAuth.Grant != "" {
-			a.Grant = s.OAuth.Grant
-		}
-		rec, err := store.Load(tokenstore.Key{URL: s.URL, Identity: identity})
-		if err != nil && !errors.Is(err, tokenstore.ErrNotFound) {
-			return nil, err
-		}
-		if rec != nil {
-			a.SignedIn, a.Issuer, a.Scopes, a.Expires, a.Refresh = true, rec.Issuer, rec.Scopes, rec.Expiry, rec.RefreshToken != ""
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-// WriteAuthStates prints states as a table.
-func WriteAuthStates(w io.Writer, states []ServerAuth) {
-	if len(states) == 0 {
-		fmt.Fprintln(w, "no HTTP servers")
-		return
-	}
-	for _, a := range states {
-		switch {
-		case !a.SignedIn && a.Grant == pool.GrantClientCredentials:
-			fmt.Fprintf(w, "%-20s no token yet (client credentials: the pool gets one on first use)\n", a.Server)
-		case !a.SignedIn:
-			fmt.Fprintf(w, "%-20s not signed in (if it asks for OAuth: switchboard login %s)\n", a.Server, a.Server)
-		default:
-			exp := "does not expire"
-			if !a.Expires.IsZero() {
-				exp = "expires " + a.Expires.UTC().Format(time.RFC3339)
-				if a.Refresh {
-					exp += ", refreshable"
-				}
-			}
-			fmt.Fprintf(w, "%-20s signed in at %s; scopes %q; %s\n", a.Server, a.Issuer, strings.Join(a.Scopes, " "), exp)
-		}
-	}
 }

@@ -17,8 +17,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/switchboard-run/switchboard/internal/authstate"
 	"github.com/switchboard-run/switchboard/internal/oauthtest"
+	"github.com/switchboard-run/switchboard/internal/tokenstore"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -110,12 +113,12 @@ func TestLoginCallLogout(t *testing.T) {
 		t.Fatalf("call with the stored token: %v", err)
 	}
 
-	states, err := AuthStates(cfg, "", dir)
-	if err != nil || len(states) != 1 || !states[0].SignedIn || !states[0].Refresh || states[0].Issuer != as.AS.URL || !slices.Contains(states[0].Scopes, "notes") {
-		t.Fatalf("AuthStates = %+v, %v", states, err)
+	states := authStates(t, cfg, dir)
+	if len(states) != 1 || states[0].State != authstate.SignedIn || !states[0].Refreshable || states[0].Issuer != as.AS.URL || !slices.Contains(states[0].Scopes, "notes") {
+		t.Fatalf("sign-in state = %+v", states)
 	}
 	var table bytes.Buffer
-	WriteAuthStates(&table, states)
+	authstate.Write(&table, authstate.Report{Servers: states})
 	if !strings.Contains(table.String(), "remote") || !strings.Contains(table.String(), "signed in at "+as.AS.URL) || strings.Contains(table.String(), tokenOfFile(t, files[0])) {
 		t.Fatalf("status table: %q", table.String())
 	}
@@ -130,7 +133,7 @@ func TestLoginCallLogout(t *testing.T) {
 	if code := Logout(context.Background(), []string{"--config", cfg, "--token-dir", dir, "remote"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("logout: exit %d: %s", code, stderr.String())
 	}
-	if states, _ := AuthStates(cfg, "", dir); states[0].SignedIn {
+	if states := authStates(t, cfg, dir); states[0].State != authstate.SignedOut {
 		t.Fatalf("still signed in after logout: %+v", states)
 	}
 	if !strings.Contains(stdout.String(), "Signed out of remote (revoked at the authorization server)") || as.Snapshot().Revocations != 2 {
@@ -173,6 +176,16 @@ func TestLoginBadInput(t *testing.T) {
 	if code := Login(context.Background(), []string{"--help"}, nil, &stdout, io.Discard); code != 0 || !strings.Contains(stdout.String(), "usage: switchboard login") {
 		t.Errorf("--help: exit %d, %q", code, stdout.String())
 	}
+}
+
+// authStates is what `switchboard status --auth` shows for cfg.
+func authStates(t *testing.T, cfg, dir string) []authstate.Server {
+	t.Helper()
+	c, err := mcpconfig.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return authstate.ForConfig(c, "", &tokenstore.Store{Dir: dir}, time.Now()).Servers
 }
 
 func tokenOfFile(t *testing.T, path string) string {

@@ -3,7 +3,8 @@
 // studio's /api/overview (agents, tools, pools, recent delegations) and its
 // /metrics (call counts, errors and latency per agent), parsed with the
 // Prometheus text parser, so what it prints is what a Prometheus server
-// would scrape.
+// would scrape, and its /api/auth (the sign-in state of the agents' OAuth
+// servers).
 package statuscmd
 
 import (
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/switchboard-run/switchboard/internal/authstate"
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/studio"
 )
@@ -90,6 +92,9 @@ type Status struct {
 	studio.Overview
 	// Calls summarizes the tools/calls through the proxy, per agent.
 	Calls []AgentCalls `json:"calls"`
+	// Auth is the sign-in state of the agents' OAuth servers (GET
+	// /api/auth); never a token.
+	Auth authstate.Report `json:"auth"`
 }
 
 // AgentCalls is one agent's tools/calls through the studio's proxy.
@@ -140,6 +145,16 @@ func (c *client) status(ctx context.Context) (*Status, error) {
 	resp.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s/api/overview: %w", c.base, err)
+	}
+
+	resp, err = c.get(ctx, "/api/auth", "application/json")
+	if err != nil {
+		return nil, err
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st.Auth)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/api/auth: %w", c.base, err)
 	}
 
 	resp, err = c.get(ctx, "/metrics", "text/plain;version=0.0.4")
@@ -286,6 +301,11 @@ func (st *Status) print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Process, p.Open, p.InUse, p.Idle, p.Dials, p.Reinitializations, p.Retries, p.Invalidations)
 	}
 	tw.Flush()
+
+	if len(st.Auth.Servers) > 0 {
+		fmt.Fprintln(w, "\nSIGN-IN")
+		authstate.Write(w, st.Auth)
+	}
 
 	fmt.Fprintln(w)
 	if len(st.Delegations) == 0 {

@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboard-run/switchboard/internal/authstate"
 	"github.com/switchboard-run/switchboard/internal/studio"
 )
 
@@ -56,6 +57,10 @@ func fakeStudio(t *testing.T, token string) *httptest.Server {
 		switch r.URL.Path {
 		case "/api/overview":
 			json.NewEncoder(w).Encode(ov)
+		case "/api/auth":
+			exp := start.Add(time.Hour)
+			json.NewEncoder(w).Encode(authstate.Report{Servers: []authstate.Server{{Server: "linear", URL: "https://mcp.linear.example/mcp", Agents: []string{"oracle"},
+				Grant: "authorization_code", Configured: true, State: authstate.SignedIn, Issuer: "https://auth.linear.example", Scopes: []string{"read"}, Expires: &exp, Refreshable: true}}})
 		case "/metrics":
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			io.WriteString(w, metricsText)
@@ -83,6 +88,7 @@ func TestStatus(t *testing.T) {
 		"oracle  1     1       0     3      1        1        1",
 		"oracle → abacus.calculate  ok       1.5ms  recovered: retried on a new session",
 		"client → oracle.ask        running  …",
+		"SIGN-IN\nlinear               signed in at https://auth.linear.example; scopes read; expires 2026-01-02T04:04:05Z, refreshable (used by oracle)\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
@@ -94,8 +100,8 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("--json: exit %d: %s", code, errOut.String())
 	}
 	var st Status
-	if err := json.Unmarshal(out.Bytes(), &st); err != nil || len(st.Calls) != 2 {
-		t.Fatalf("--json: %v %+v", err, st.Calls)
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil || len(st.Calls) != 2 || len(st.Auth.Servers) != 1 || st.Auth.Servers[0].State != authstate.SignedIn {
+		t.Fatalf("--json: %v %+v %+v", err, st.Calls, st.Auth)
 	}
 	// Ten calls in the (1ms, 10ms] bucket: the median is interpolated
 	// halfway, 5.5ms; the 95th 9.55ms.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-run/switchboard/internal/authstate"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 )
 
@@ -83,6 +84,7 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 	"list": func(v ...string) []string { return v },
 	"zero": zeroPool,
+	"auth": authstate.Describe,
 }).ParseFS(pageFS, "page/*.html"))
 
 // Overview is what the fleet page shows, and GET /api/overview.
@@ -109,6 +111,7 @@ func (s *Studio) Overview(ctx context.Context) Overview {
 // fleetPage is the template data of /.
 type fleetPage struct {
 	Overview
+	Auth   authstate.Report // the agents' OAuth servers (auth.go)
 	Runs   RunList
 	Filter RunFilter
 	Names  []string
@@ -172,14 +175,17 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 		if f.Limit == 0 {
 			f.Limit = pageRuns
 		}
-		etag = s.pageETag("fleet", s.fleetVersion())
+		// A sign-in happens outside the studio (switchboard login): the
+		// ETag names the sign-in state too, so the page shows it.
+		auth := s.AuthState()
+		etag = s.pageETag("fleet", s.fleetVersion()+authVersion(auth))
 		if notModified(w, r, etag) {
 			return
 		}
 		q := r.URL.Query()
 		q.Del("fragment")
 		q.Del("before")
-		data = fleetPage{Overview: s.Overview(r.Context()), Runs: s.runList(f), Filter: f, Names: s.names, Query: q.Encode()}
+		data = fleetPage{Overview: s.Overview(r.Context()), Auth: auth, Runs: s.runList(f), Filter: f, Names: s.names, Query: q.Encode()}
 		name = "index"
 	case strings.HasPrefix(path, "/runs/"):
 		id := strings.TrimPrefix(path, "/runs/")

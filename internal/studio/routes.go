@@ -27,6 +27,7 @@ import (
 //	GET  /api/agents              the agents, their state and tools
 //	GET  /api/overview            what the page shows: agents, pools, recent delegations
 //	GET  /api/delegations         the most recent tools/calls through the proxy
+//	GET  /api/auth                the sign-in state of the agents' OAuth servers (auth.go)
 //	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
 //	     /runs/..., /agents/<name>, /api/runs..., /api/agents/<name>[/action]
 //	                              the console's pages and API (console.go)
@@ -101,6 +102,9 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/api/delegations":
 		get("lists the most recent delegations", s.serveDelegations)
+		return
+	case "/api/auth":
+		get("is the sign-in state of the agents' OAuth servers", s.serveAuth)
 		return
 	}
 	rest, ok := strings.CutPrefix(path, "/api/agents/")

@@ -147,6 +147,7 @@ func TestSecurityToken(t *testing.T) {
 		{"GET", "/api/agents", ""},
 		{"GET", "/api/overview", ""},
 		{"GET", "/api/delegations", ""},
+		{"GET", "/api/auth", ""},
 		{"GET", "/metrics", ""},
 		{"GET", "/", ""},
 	} {
