@@ -105,6 +105,9 @@ func TestStudioShowsSignIn(t *testing.T) {
 	}
 
 	// Every token the server issued, against all that was shown and logged.
+	if len(as.Tokens()) < 2 {
+		t.Fatalf("the server issued %d tokens, want an access and a refresh token", len(as.Tokens()))
+	}
 	for _, tok := range as.Tokens() {
 		if strings.Contains(seen.String(), tok) || strings.Contains(up.Stderr(), tok) {
 			t.Fatalf("a token issued by the server was shown or logged")
