@@ -406,6 +406,11 @@ func sameToken(a, b *tokenstore.Record) bool {
 // refreshLocked renews rec: with its refresh token, or, for client
 // credentials, with a new grant at the token endpoint it came from.
 func (a *authenticator) refreshLocked(ctx context.Context, rec *tokenstore.Record) (*tokenstore.Record, error) {
+	if rec.RefreshToken == "" && a.cfg != nil && a.cfg.Enterprise != nil {
+		// An ID-JAG grant has no refresh token: a fresh exchange is its
+		// refresh (oauth_enterprise.go).
+		return a.enterpriseLocked(ctx, nil, rec)
+	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, a.client)
 	var tok *oauth2.Token
 	var err error

@@ -507,12 +507,21 @@ func TestOAuthEnterprise(t *testing.T) {
 	if c := as.Snapshot(); c.TokenExchanges != 2 || c.JWTBearerGrants != 2 || c.BasicAuth != 2 || c.Authorizations != 0 || c.Refreshes != 0 {
 		t.Fatalf("%+v; want two exchanges and two JWT bearer grants with client_secret_basic, no sign-in or refresh", c)
 	}
+	// About to expire: renewed by a new exchange before it is sent, so the
+	// server refuses nothing.
+	refused := as.Snapshot().MCPUnauthorized
+	restore := pool.SetOAuthNow(func() time.Time { return time.Now().Add(time.Hour - 10*time.Second) })
+	mustWhoami(t, p, srv, "dana")
+	restore()
+	if c := as.Snapshot(); c.TokenExchanges != 3 || c.JWTBearerGrants != 3 || c.MCPUnauthorized != refused {
+		t.Fatalf("near expiry: %+v; want a third exchange and no new refusal (%d before)", c, refused)
+	}
 
 	stranger := &pool.Server{Name: "remote", URL: as.URL, Identity: "stranger", OAuth: &pool.OAuthConfig{ClientID: "xaa-client", ClientSecret: "xaa-secret", Enterprise: ent("not-an-id-token")}}
 	if _, err := whoami(t, p, stranger); err == nil {
 		t.Fatal("an unknown ID token got a token")
 	}
-	if c := as.Snapshot(); c.TokenExchanges != 2 || c.JWTBearerGrants != 2 {
+	if c := as.Snapshot(); c.TokenExchanges != 3 || c.JWTBearerGrants != 3 {
 		t.Fatalf("%+v; the unknown ID token was exchanged", c)
 	}
 }
