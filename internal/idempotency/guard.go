@@ -246,6 +246,17 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 		g.abandon(key)
 		return res, err
 	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.InputRequests != nil {
+		// Not an answer but a question (SEP-2322, multi round-trip: the
+		// tool needs input first, and holds no effect until it has it).
+		// The caller sends the call again, with the same key and its
+		// inputResponses; recorded, that retry would be answered with
+		// this question again, for ever. In the session era go-sdk asks
+		// and re-runs the handler below this middleware, so only a caller
+		// of 2026-07-28 brings this here.
+		g.abandon(key)
+		return res, nil
+	}
 	raw, err := json.Marshal(res)
 	if err == nil {
 		// The result is committed before it is answered, on a context
