@@ -27,7 +27,7 @@ import (
 	"github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
@@ -291,7 +291,7 @@ type askJSON struct {
 func TestE2ERestartBetweenDelegations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	def, err := agentdef.Load(filepath.Join(dir, "agents", "oracle"))
 	if err != nil {
 		t.Fatal(err)
@@ -561,7 +561,7 @@ func TestE2EBuiltinOnAFreshCheckout(t *testing.T) {
 	if healthy(ctx, DefaultStudioURL) == nil {
 		t.Skipf("a studio is running at %s; this test needs ask to start its own", DefaultStudioURL)
 	}
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	ask := startAsk(t, ctx, dir, "remember that the launch moved to Friday, then tell me what you know about the launch")
 	if code := ask.wait(t); code != 0 {
 		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)

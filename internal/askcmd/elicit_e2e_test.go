@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -26,7 +26,7 @@ import (
 func TestE2EElicitationReachesThePerson(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	st := startStudio(t, ctx, dir)
 	p := newTestPool(t)
 	packrat := &pool.Server{Name: "packrat", URL: st.AgentURL("packrat")}
@@ -129,7 +129,7 @@ func TestE2EElicitationReachesThePerson(t *testing.T) {
 func TestE2EElicitationNeedsAnAgentThatSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	def := filepath.Join(dir, "agents", "oracle", agentdef.DefinitionFile)
 	b, err := os.ReadFile(def)
 	if err != nil {

@@ -26,8 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -208,7 +208,7 @@ type idemRig struct {
 const slowAgent = "slowpoke"
 
 func newIdemRig(t *testing.T) *idemRig {
-	dir := mcphttptest.Project(t, "packrat")
+	dir := projecttest.New(t, "packrat")
 	agentDir := filepath.Join(dir, "agents", slowAgent)
 	if err := os.MkdirAll(filepath.Join(agentDir, "tools"), 0o755); err != nil {
 		t.Fatal(err)

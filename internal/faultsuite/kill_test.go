@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -18,7 +18,7 @@ import (
 // stores one note tagged with its call id, and the notes under each tag are
 // counted afterwards.
 func agentSIGKILL(t *testing.T, p profile) Row {
-	dir := mcphttptest.Project(t, "packrat")
+	dir := projecttest.New(t, "packrat")
 	out := &syncBuffer{}
 	s, err := studio.Start(t.Context(), &studio.Options{
 		Dir:         dir,

@@ -21,7 +21,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/peertest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -94,10 +95,7 @@ func needNginx(t *testing.T) string {
 			return path
 		}
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("nginx is not installed and CI is set: apt-get install -y nginx")
-	}
-	t.Skip("nginx is not installed (apt-get install -y nginx)")
+	peertest.Missing(t, "nginx is not installed: apt-get install -y nginx")
 	return ""
 }
 
@@ -164,8 +162,8 @@ func TestIdempotencyBehindNginx(t *testing.T) {
 	agentPort := freePort(t)
 	dataDir := t.TempDir()
 	work := t.TempDir()
-	serve := func() *mcphttptest.Process {
-		return mcphttptest.StartProcess(t, work, nil, 30*time.Second, "switchboard agent ", switchboardBin,
+	serve := func() *proctest.Process {
+		return proctest.StartProcess(t, work, nil, 30*time.Second, "switchboard agent ", switchboardBin,
 			"agent", "serve", "--agent", filepath.Join(moduleRoot, "agents", "packrat"),
 			"--listen", "127.0.0.1:"+strconv.Itoa(agentPort), "--data-dir", dataDir)
 	}

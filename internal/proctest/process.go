@@ -1,4 +1,7 @@
-package mcphttptest
+// Package proctest runs commands under test as real processes: started,
+// waited for on a ready line, their output captured, killed at test cleanup
+// if still running, and their exit told apart from a kill.
+package proctest
 
 import (
 	"bufio"
@@ -9,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -117,4 +121,23 @@ func Alive(pid int) bool {
 		return stat[i+2] != 'Z'
 	}
 	return true
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers, for capturing a
+// process's output.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
