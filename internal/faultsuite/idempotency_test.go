@@ -29,6 +29,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -271,7 +272,7 @@ func (rig *idemRig) newPool(t *testing.T) *pool.Pool {
 // other than notPID.
 func (rig *idemRig) agent(t *testing.T, name string, notPID int) studio.AgentInfo {
 	var info studio.AgentInfo
-	eventually(t, 60*time.Second, name+" to run", func() bool {
+	waittest.Until(t, 60*time.Second, name+" to run", func() bool {
 		for _, a := range rig.s.Agents() {
 			if a.Name == name {
 				info = a
@@ -410,7 +411,7 @@ func (rig *idemRig) killInsideSlowTool(t *testing.T, afterEffect bool) Row {
 		if afterEffect {
 			mark = "effect"
 		}
-		eventually(t, 30*time.Second, "slow_effect's "+mark, func() bool { return rig.slowLog(mark, id) > 0 })
+		waittest.Until(t, 30*time.Second, "slow_effect's "+mark, func() bool { return rig.slowLog(mark, id) > 0 })
 		if err := syscall.Kill(info0.PID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

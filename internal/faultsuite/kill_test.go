@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -52,7 +53,7 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 	}
 	running := func(notPID int) studio.AgentInfo {
 		var info studio.AgentInfo
-		eventually(t, 30*time.Second, "packrat to run again", func() bool {
+		waittest.Until(t, 30*time.Second, "packrat to run again", func() bool {
 			info = s.Agents()[0]
 			return info.State == studio.StateRunning && info.PID != 0 && info.PID != notPID
 		})

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -224,14 +225,14 @@ func memoryCeiling(t *testing.T, p profile) Limit {
 	}
 
 	// The sweep.
-	eventually(t, time.Minute, "the idle sweep to close every session", func() bool {
+	waittest.Until(t, time.Minute, "the idle sweep to close every session", func() bool {
 		st := pl.Stats()
 		// Setup on a loaded machine may have swept (and re-dialed) a few
 		// keys already; the sweep closes each of the peak's sessions.
 		return st.Open == 0 && st.ClosesByReason["idle"]-peak.ClosesByReason["idle"] == int64(len(keys))
 	})
 	tr.CloseIdleConnections()
-	eventually(t, 30*time.Second, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= g0+goroutines })
+	waittest.Until(t, 30*time.Second, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= g0+goroutines })
 	h1 := heap()
 	residue := int64(h1) - int64(h0)
 	if residue > margin {

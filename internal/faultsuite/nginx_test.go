@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/peertest"
 	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -139,7 +140,7 @@ func startNginx(t *testing.T, bin string, agentPort int) (string, string) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	hc := &http.Client{Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
-	eventually(t, 30*time.Second, "nginx to proxy the agent's /healthz", func() bool {
+	waittest.Until(t, 30*time.Second, "nginx to proxy the agent's /healthz", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("nginx exited: %v\n%s", waitErr, &stderr)
