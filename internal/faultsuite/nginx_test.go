@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/peertest"
+	"github.com/switchboard-run/switchboard/internal/pooltest"
 	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
@@ -171,8 +171,7 @@ func TestIdempotencyBehindNginx(t *testing.T) {
 	agent := serve()
 	base, accessLog := startNginx(t, nginx, agentPort)
 
-	pl := pool.New(&pool.Options{IdleTimeout: -1})
-	t.Cleanup(func() { pl.Close() })
+	pl := pooltest.New(t, &pool.Options{IdleTimeout: -1})
 	srv := &pool.Server{Name: "packrat", URL: base + "/mcp", ProtocolVersion: pool.Protocol20251125}
 
 	calls, restarts := p.killCalls/2, p.kills
@@ -222,25 +221,9 @@ func TestIdempotencyBehindNginx(t *testing.T) {
 
 	// Count the notes under each call's tag with a pool of its own, so
 	// that the row's stats are the load's alone.
-	counter := pool.New(&pool.Options{IdleTimeout: -1})
-	defer counter.Close()
-	notes := func(tag string) int64 {
-		res, err := counter.CallTool(ctxTimeout(t, 60*time.Second), srv, &mcp.CallToolParams{
-			Name: "list_notes", Arguments: map[string]any{"tag": tag, "limit": 100}})
-		if err != nil || res.IsError {
-			t.Fatalf("counting the notes of %s: %v %+v", tag, err, res)
-		}
-		var out struct {
-			Count int64 `json:"count"`
-		}
-		raw, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.Count
-	}
+	counter := pooltest.New(t, &pool.Options{IdleTimeout: -1})
 	for r := range results {
-		ty.add(t, r.id, r.res, r.info, r.err, notes(r.id))
+		ty.add(t, r.id, r.res, r.info, r.err, countNotes(t, counter, srv, r.id))
 	}
 
 	// What nginx answered, from its own access log: the 502s and 504s it
