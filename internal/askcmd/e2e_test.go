@@ -143,12 +143,25 @@ func cleanEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "OPENAI_") || k == EnvStudioURL {
+		if strings.HasPrefix(k, "OPENAI_") || k == EnvStudioURL || k == EnvDefaultStudioURL {
 			continue
 		}
 		env = append(env, kv)
 	}
 	return append(env, extra...)
+}
+
+// notAStudio returns the URL of a loopback server that answers every
+// request 404, for $SWITCHBOARD_DEFAULT_STUDIO_URL: a test of the path on
+// which ask finds no studio and starts its own must not depend on what
+// listens on the default port (a developer's own studio, say), and
+// something that is not a studio is what ask meets there when a port is
+// taken by another program.
+func notAStudio(t *testing.T) string {
+	t.Helper()
+	ts := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(ts.Close)
+	return ts.URL
 }
 
 // askProcess is `switchboard ask` as a process.
@@ -490,9 +503,6 @@ func TestE2EInterruptCancelsSiblingCalls(t *testing.T) {
 func testInterrupt(t *testing.T, inProcess bool) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	if inProcess && healthy(ctx, DefaultStudioURL) == nil {
-		t.Skipf("a studio is running at %s; this test needs ask to start its own", DefaultStudioURL)
-	}
 	started := make(chan struct{}, 1)
 	cancelled := make(chan error, 1)
 	slow := mcp.NewServer(&mcp.Implementation{Name: "slowpoke"}, nil)
@@ -525,7 +535,7 @@ func testInterrupt(t *testing.T, inProcess bool) {
 	}})
 	var ask *askProcess
 	if inProcess {
-		ask = startAskEnv(t, ctx, dir, cleanEnv("OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted"), "wait for it")
+		ask = startAskEnv(t, ctx, dir, cleanEnv(EnvDefaultStudioURL+"="+notAStudio(t), "OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted"), "wait for it")
 	} else {
 		st := startStudio(t, ctx, dir, "OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted")
 		ask = startAsk(t, ctx, dir, "--studio", st.URL(), "wait for it")
@@ -553,23 +563,21 @@ func testInterrupt(t *testing.T, inProcess bool) {
 
 // TestE2EBuiltinOnAFreshCheckout runs the README's main job on a fresh
 // project directory with no configuration and no model endpoint: ask finds
-// no studio, starts one with the bundled agents and the builtin model, and
-// answers.
+// no studio where it looks first (something else answers there), starts one
+// with the bundled agents and the builtin model, and answers.
 func TestE2EBuiltinOnAFreshCheckout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	if healthy(ctx, DefaultStudioURL) == nil {
-		t.Skipf("a studio is running at %s; this test needs ask to start its own", DefaultStudioURL)
-	}
 	dir := projecttest.New(t, "oracle", "packrat", "abacus")
-	ask := startAsk(t, ctx, dir, "remember that the launch moved to Friday, then tell me what you know about the launch")
+	notStudio := notAStudio(t)
+	ask := startAskEnv(t, ctx, dir, cleanEnv(EnvDefaultStudioURL+"="+notStudio), "remember that the launch moved to Friday, then tell me what you know about the launch")
 	if code := ask.wait(t); code != 0 {
 		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)
 	}
 	if out := ask.stdout.String(); !strings.Contains(out, "Friday") {
 		t.Errorf("answer %q does not mention Friday", out)
 	}
-	for _, line := range []string{"started one at http://127.0.0.1:", "→ packrat.store_note", "✓ packrat.store_note"} {
+	for _, line := range []string{"no studio at " + notStudio + ": started one at http://127.0.0.1:", "→ packrat.store_note", "✓ packrat.store_note"} {
 		if !strings.Contains(ask.stderr.String(), line) {
 			t.Errorf("stderr lacks %q:\n%s", line, ask.stderr)
 		}
