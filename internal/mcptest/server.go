@@ -185,9 +185,6 @@ func (s *Server) count(id string) {
 // done ends a tool execution started by count.
 func (s *Server) done() { s.inFlight.Add(-1) }
 
-// InFlight is the number of tool executions running now.
-func (s *Server) InFlight() int64 { return s.inFlight.Load() }
-
 // MaxInFlight is the most tool executions that ever ran at once.
 func (s *Server) MaxInFlight() int64 { return s.maxInFlight.Load() }
 

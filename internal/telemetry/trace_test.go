@@ -145,7 +145,7 @@ func fromStubs(stubs tracetest.SpanStubs) []span {
 			sp.Parent = s.Parent.SpanID().String()
 		}
 		for _, kv := range s.Attributes {
-			sp.Attrs[string(kv.Key)] = kv.Value.Emit()
+			sp.Attrs[string(kv.Key)] = kv.Value.String()
 		}
 		out = append(out, sp)
 	}
