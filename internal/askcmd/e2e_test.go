@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/pool"
@@ -57,58 +57,11 @@ func agentWithModel(t *testing.T, dir, name string, maxDepth int, mcpServers str
 	writeFile(t, filepath.Join(dir, "agents", name, agentdef.MCPFile), `{"mcpServers": `+mcpServers+`}`)
 }
 
-// lockedBuffer collects a process's output; waitFor waits for a text to
-// appear in it.
-type lockedBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.changed != nil {
-		close(b.changed)
-		b.changed = nil
-	}
-	return b.buf.Write(p)
-}
-
-// waitFor returns once the buffer contains s, or fails the test when ctx
-// ends first.
-func (b *lockedBuffer) waitFor(t *testing.T, ctx context.Context, s string) {
-	t.Helper()
-	for {
-		b.mu.Lock()
-		if strings.Contains(b.buf.String(), s) {
-			b.mu.Unlock()
-			return
-		}
-		if b.changed == nil {
-			b.changed = make(chan struct{})
-		}
-		changed := b.changed
-		b.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			t.Fatalf("output never contained %q:\n%s", s, b)
-		}
-	}
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startStudio runs a studio for dir with env added to its agents'
 // environment, and waits until every agent runs.
 func startStudio(t *testing.T, ctx context.Context, dir string, env ...string) *studio.Studio {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &proctest.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent logs:\n%s", logs)
@@ -167,7 +120,7 @@ func notAStudio(t *testing.T) string {
 // askProcess is `switchboard ask` as a process.
 type askProcess struct {
 	cmd            *exec.Cmd
-	stdout, stderr *lockedBuffer
+	stdout, stderr *proctest.SyncBuffer
 }
 
 func startAsk(t *testing.T, ctx context.Context, dir string, args ...string) *askProcess {
@@ -177,7 +130,7 @@ func startAsk(t *testing.T, ctx context.Context, dir string, args ...string) *as
 
 func startAskEnv(t *testing.T, ctx context.Context, dir string, env []string, args ...string) *askProcess {
 	t.Helper()
-	a := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	a := &askProcess{stdout: &proctest.SyncBuffer{}, stderr: &proctest.SyncBuffer{}}
 	a.cmd = exec.CommandContext(ctx, needBinary(t), append([]string{"ask"}, args...)...)
 	a.cmd.Dir = dir
 	a.cmd.Env = env
@@ -546,7 +499,7 @@ func testInterrupt(t *testing.T, inProcess bool) {
 		t.Fatalf("the delegation never started; stderr:\n%s", ask.stderr)
 	}
 	// The call is in flight, and ask has shown it.
-	ask.stderr.waitFor(t, ctx, "→ slowpoke.wait")
+	ask.stderr.WaitFor(t, ctx, "→ slowpoke.wait")
 	if err := ask.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

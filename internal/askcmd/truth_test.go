@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/peertest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
@@ -308,7 +309,7 @@ func TestE2EHeldCallIsShown(t *testing.T) {
 		},
 		{reply: openai.ChatCompletionMessage{Content: "The demo is on Monday."}},
 	}})
-	logs := &lockedBuffer{}
+	logs := &proctest.SyncBuffer{}
 	var err error
 	st, err = studio.Start(ctx, &studio.Options{
 		Dir: dir, Listen: "127.0.0.1:0", Executable: needBinary(t), AgentOutput: logs,
@@ -375,7 +376,7 @@ func TestE2EMisconfiguredSiblings(t *testing.T) {
 	}
 	// packrat without its mcp.json still has its own tools; and the task
 	// comes from stdin.
-	ask := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	ask := &askProcess{stdout: &proctest.SyncBuffer{}, stderr: &proctest.SyncBuffer{}}
 	ask.cmd = exec.CommandContext(ctx, needBinary(t), "ask", "--studio", st.URL(), "--agent", "packrat", "-")
 	ask.cmd.Dir, ask.cmd.Env = dir, cleanEnv()
 	ask.cmd.Stdin = strings.NewReader("remember that the launch moved to Friday\n")

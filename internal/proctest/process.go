@@ -6,6 +6,7 @@ package proctest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -124,15 +125,20 @@ func Alive(pid int) bool {
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers, for capturing a
-// process's output.
+// process's output, that a test can wait on for a text to appear.
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed and replaced on every write; nil until a WaitFor
 }
 
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return s.b.Write(p)
 }
 
@@ -140,4 +146,27 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// WaitFor returns once the buffer contains text, or fails t when ctx ends
+// first.
+func (s *SyncBuffer) WaitFor(t testing.TB, ctx context.Context, text string) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), text) {
+			s.mu.Unlock()
+			return
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("output never contained %q:\n%s", text, s)
+		}
+	}
 }
