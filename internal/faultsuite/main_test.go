@@ -1,13 +1,11 @@
 package faultsuite
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
+	"github.com/switchboard-run/switchboard/internal/suitetable"
 	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
@@ -38,33 +36,17 @@ func writeTableIfAsked(code int) error {
 // The rows, in the order the subtests of TestFaults and TestLimits record
 // them.
 var (
-	rowsMu sync.Mutex
-	rows   []Row
-	limits []Limit
+	rows   suitetable.Rows[Row]
+	limits suitetable.Rows[Limit]
 )
 
-func record(r Row) {
-	rowsMu.Lock()
-	rows = append(rows, r)
-	rowsMu.Unlock()
-}
-
-func recordLimit(l Limit) {
-	rowsMu.Lock()
-	limits = append(limits, l)
-	rowsMu.Unlock()
-}
+func record(r Row)        { rows.Add(r) }
+func recordLimit(l Limit) { limits.Add(l) }
 
 func writeTable(path string) error {
-	rowsMu.Lock()
-	data, err := json.MarshalIndent(struct {
+	return suitetable.WriteFile(path, struct {
 		Profile string  `json:"profile"`
 		Rows    []Row   `json:"rows"`
 		Limits  []Limit `json:"limits"`
-	}{profileName(), rows, limits}, "", "  ")
-	rowsMu.Unlock()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Clean(path), data, 0o644)
+	}{profileName(), rows.All(), limits.All()})
 }

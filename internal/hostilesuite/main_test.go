@@ -1,13 +1,11 @@
 package hostilesuite
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
+	"github.com/switchboard-run/switchboard/internal/suitetable"
 	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
@@ -38,26 +36,13 @@ func writeTableIfAsked(code int) error {
 	return writeTable(*tableFile)
 }
 
-var (
-	rowsMu sync.Mutex
-	rows   []Row
-)
+var rows suitetable.Rows[Row]
 
-func record(r Row) {
-	rowsMu.Lock()
-	rows = append(rows, r)
-	rowsMu.Unlock()
-}
+func record(r Row) { rows.Add(r) }
 
 func writeTable(path string) error {
-	rowsMu.Lock()
-	data, err := json.MarshalIndent(struct {
+	return suitetable.WriteFile(path, struct {
 		Profile string `json:"profile"`
 		Rows    []Row  `json:"rows"`
-	}{profile().name, rows}, "", "  ")
-	rowsMu.Unlock()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Clean(path), data, 0o644)
+	}{profile().name, rows.All()})
 }
