@@ -284,6 +284,10 @@ type PoolInfo struct {
 	Replays     int64 `json:"replays"`
 	Conflicts   int64 `json:"conflicts"`
 	Interrupted int64 `json:"interrupted"`
+	// Protocols counts the live sessions by the MCP version each
+	// negotiated (pool.Stats.Protocols): which era the process speaks to
+	// its servers in.
+	Protocols map[string]int64 `json:"protocols,omitempty"`
 }
 
 // Pools returns the studio's pool and each running agent's, read from the
@@ -295,6 +299,12 @@ func (s *Studio) Pools(ctx context.Context) []PoolInfo {
 		Dials: st.Dials, Reinitializations: st.Reinitializations, Retries: st.Retries, Invalidations: st.Invalidations,
 		Replays: st.Replays, Conflicts: st.Conflicts, Interrupted: st.Interrupted,
 	}}
+	for v, n := range st.Protocols {
+		if out[0].Protocols == nil {
+			out[0].Protocols = make(map[string]int64)
+		}
+		out[0].Protocols[v] = int64(n)
+	}
 	scraped := s.scrapeAgents(ctx)
 	for _, name := range s.names {
 		res, ok := scraped[name]
@@ -322,6 +332,19 @@ func poolFromFamilies(process string, fams []*dto.MetricFamily) PoolInfo {
 	// The idempotency counter is one family with an event label.
 	byEvent := map[string]*int64{"replay": &p.Replays, "conflict": &p.Conflicts, "interrupted": &p.Interrupted}
 	for _, mf := range fams {
+		if mf.GetName() == telemetry.MetricPoolSessionsProtocol {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "protocol" && m.Gauge != nil {
+						if p.Protocols == nil {
+							p.Protocols = make(map[string]int64)
+						}
+						p.Protocols[l.GetValue()] += int64(m.GetGauge().GetValue())
+					}
+				}
+			}
+			continue
+		}
 		if mf.GetName() == telemetry.MetricPoolIdempotency {
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -358,4 +359,4 @@ func pageHeaders(w http.ResponseWriter) {
 
 // zeroPool reports whether a process's pool has seen no traffic at all, so
 // the page names it on one line instead of a row of zeros.
-func zeroPool(p PoolInfo) bool { return p == PoolInfo{Process: p.Process} }
+func zeroPool(p PoolInfo) bool { return reflect.DeepEqual(p, PoolInfo{Process: p.Process}) }
