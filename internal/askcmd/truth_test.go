@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -306,7 +307,7 @@ func TestE2EHeldCallIsShown(t *testing.T) {
 				}
 				tick := time.NewTicker(10 * time.Millisecond)
 				defer tick.Stop()
-				for agentInfo(t, st, "packrat").State == studio.StateRunning {
+				for agentInfo(t, st, "packrat").State == studioapi.StateRunning {
 					select {
 					case <-tick.C:
 					case <-ctx.Done():

@@ -29,6 +29,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -269,15 +270,15 @@ func (rig *idemRig) newPool(t *testing.T) *pool.Pool {
 
 // agent returns the running agent's info, waiting until it runs with a pid
 // other than notPID.
-func (rig *idemRig) agent(t *testing.T, name string, notPID int) studio.AgentInfo {
-	var info studio.AgentInfo
+func (rig *idemRig) agent(t *testing.T, name string, notPID int) studioapi.AgentInfo {
+	var info studioapi.AgentInfo
 	eventually(t, 60*time.Second, name+" to run", func() bool {
 		for _, a := range rig.s.Agents() {
 			if a.Name == name {
 				info = a
 			}
 		}
-		return info.State == studio.StateRunning && info.PID != 0 && info.PID != notPID
+		return info.State == studioapi.StateRunning && info.PID != 0 && info.PID != notPID
 	})
 	return info
 }

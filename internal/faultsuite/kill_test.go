@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -50,11 +51,11 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 		id := fmt.Sprintf("k%d", i)
 		return c.callArgs("packrat", "store_note", id, map[string]any{"text": "fault suite note " + id, "tags": []string{id}})
 	}
-	running := func(notPID int) studio.AgentInfo {
-		var info studio.AgentInfo
+	running := func(notPID int) studioapi.AgentInfo {
+		var info studioapi.AgentInfo
 		eventually(t, 30*time.Second, "packrat to run again", func() bool {
 			info = s.Agents()[0]
-			return info.State == studio.StateRunning && info.PID != 0 && info.PID != notPID
+			return info.State == studioapi.StateRunning && info.PID != 0 && info.PID != notPID
 		})
 		return info
 	}

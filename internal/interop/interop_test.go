@@ -32,7 +32,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 var (
@@ -213,13 +213,13 @@ func startUp(t *testing.T, env []string) *up {
 func (u *up) url() string { return u.base + "/api/agents/packrat/mcp" }
 
 // packrat returns packrat's state once cond holds (at most 30 s).
-func (u *up) packrat(cond func(studio.AgentInfo) bool) studio.AgentInfo {
+func (u *up) packrat(cond func(studioapi.AgentInfo) bool) studioapi.AgentInfo {
 	u.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := loopback.Get(u.base + "/api/agents")
 		if err == nil {
-			var list []studio.AgentInfo
+			var list []studioapi.AgentInfo
 			err = json.NewDecoder(resp.Body).Decode(&list)
 			resp.Body.Close()
 			for _, a := range list {
@@ -235,19 +235,19 @@ func (u *up) packrat(cond func(studio.AgentInfo) bool) studio.AgentInfo {
 	}
 }
 
-func (u *up) kill() studio.AgentInfo {
+func (u *up) kill() studioapi.AgentInfo {
 	u.t.Helper()
-	a := u.packrat(func(a studio.AgentInfo) bool { return a.State == studio.StateRunning && a.PID != 0 })
+	a := u.packrat(func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning && a.PID != 0 })
 	if err := syscall.Kill(a.PID, syscall.SIGKILL); err != nil {
 		u.t.Fatal(err)
 	}
 	return a
 }
 
-func (u *up) runningAgain(killed studio.AgentInfo) {
+func (u *up) runningAgain(killed studioapi.AgentInfo) {
 	u.t.Helper()
-	u.packrat(func(a studio.AgentInfo) bool {
-		return a.State == studio.StateRunning && a.PID != 0 && a.PID != killed.PID
+	u.packrat(func(a studioapi.AgentInfo) bool {
+		return a.State == studioapi.StateRunning && a.PID != 0 && a.PID != killed.PID
 	})
 }
 

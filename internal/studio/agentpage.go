@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -37,28 +38,22 @@ const callTimeout = 2 * time.Minute
 // maxActionBody bounds a mutating request's body.
 const maxActionBody = 1 << 20
 
-// LogLine is one line an agent wrote.
-type LogLine struct {
-	Time time.Time `json:"time"`
-	Line string    `json:"line"`
-}
-
 type logTails struct {
 	scrub *logging.Scrubber
 
 	mu    sync.Mutex // protects lines and total
-	lines map[string][]LogLine
+	lines map[string][]studioapi.LogLine
 	total map[string]int // lines ever seen per agent, for pollers
 }
 
 func newLogTails(scrub *logging.Scrubber) *logTails {
-	return &logTails{scrub: scrub, lines: make(map[string][]LogLine), total: make(map[string]int)}
+	return &logTails{scrub: scrub, lines: make(map[string][]studioapi.LogLine), total: make(map[string]int)}
 }
 
 // add keeps a line the supervisor relays; prefix is "<name padded> | ".
 func (t *logTails) add(prefix, line string) {
 	name := strings.TrimSpace(strings.TrimSuffix(prefix, " | "))
-	l := LogLine{Time: time.Now(), Line: elide(t.scrub.String(line), maxLogLine)}
+	l := studioapi.LogLine{Time: time.Now(), Line: elide(t.scrub.String(line), maxLogLine)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ls := t.lines[name]
@@ -70,39 +65,21 @@ func (t *logTails) add(prefix, line string) {
 }
 
 // tail returns name's kept lines, oldest first, and how many it ever wrote.
-func (t *logTails) tail(name string) ([]LogLine, int) {
+func (t *logTails) tail(name string) ([]studioapi.LogLine, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]LogLine(nil), t.lines[name]...), t.total[name]
-}
-
-// ToolInfo is one tool with its schema.
-type ToolInfo struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-}
-
-// AgentDetail is GET /api/agents/<name>.
-type AgentDetail struct {
-	AgentInfo
-	History     []ControlEvent `json:"history"`
-	ToolSchemas []ToolInfo     `json:"tool_schemas"`
-	Calls       []Delegation   `json:"calls"`
-	Logs        []LogLine      `json:"logs"`
-	Pool        *PoolInfo      `json:"pool,omitempty"`
-	Series      []Minute       `json:"series"`
+	return append([]studioapi.LogLine(nil), t.lines[name]...), t.total[name]
 }
 
 // AgentDetail gathers what the agent page shows; ok is false for an
 // unknown agent.
-func (s *Studio) AgentDetail(ctx context.Context, name string) (AgentDetail, bool) {
+func (s *Studio) AgentDetail(ctx context.Context, name string) (studioapi.AgentDetail, bool) {
 	m, ok := s.agents[name]
 	if !ok {
-		return AgentDetail{}, false
+		return studioapi.AgentDetail{}, false
 	}
 	infos, sts := s.agentInfos()
-	var d AgentDetail
+	var d studioapi.AgentDetail
 	var st agentStatus
 	for i := range infos {
 		if infos[i].Name == name {
@@ -110,9 +87,9 @@ func (s *Studio) AgentDetail(ctx context.Context, name string) (AgentDetail, boo
 		}
 	}
 	d.History = m.proc.ctl.History()
-	d.ToolSchemas = []ToolInfo{}
+	d.ToolSchemas = []studioapi.ToolInfo{}
 	var wg sync.WaitGroup
-	if st.state == StateRunning && st.upstream != nil {
+	if st.state == studioapi.StateRunning && st.upstream != nil {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, listToolsTimeout)
 			defer cancel()
@@ -124,7 +101,7 @@ func (s *Studio) AgentDetail(ctx context.Context, name string) (AgentDetail, boo
 			for _, t := range tools {
 				d.Tools = append(d.Tools, t.Name)
 				schema, _ := json.Marshal(t.InputSchema)
-				d.ToolSchemas = append(d.ToolSchemas, ToolInfo{Name: t.Name, Description: t.Description, InputSchema: schema})
+				d.ToolSchemas = append(d.ToolSchemas, studioapi.ToolInfo{Name: t.Name, Description: t.Description, InputSchema: schema})
 			}
 		})
 	}
@@ -191,15 +168,6 @@ type actionRequest struct {
 	Reason    string          `json:"reason"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
-}
-
-// CallResult is the answer to POST /api/agents/<name>/call.
-type CallResult struct {
-	Tool    string `json:"tool"`
-	IsError bool   `json:"is_error"`
-	// Text is the result's text content; Result the whole result, redacted.
-	Text   string          `json:"text"`
-	Result json.RawMessage `json:"result"`
 }
 
 func (s *Studio) serveAgentAction(w http.ResponseWriter, r *http.Request, name, action string) {
@@ -275,7 +243,7 @@ func (s *Studio) serveCall(w http.ResponseWriter, r *http.Request, name string, 
 			parts = append(parts, t.Text)
 		}
 	}
-	mcphttp.WriteJSON(w, http.StatusOK, CallResult{
+	mcphttp.WriteJSON(w, http.StatusOK, studioapi.CallResult{
 		Tool: req.Tool, IsError: res.IsError,
 		Text:   s.scrub.String(strings.Join(parts, "\n")),
 		Result: s.scrub.JSON(raw),

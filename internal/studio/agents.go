@@ -4,59 +4,29 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
-// AgentInfo is one agent as /api/agents shows it.
-type AgentInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	State       State  `json:"state"`
-	Restarts    int    `json:"restarts"`
-	// PID is the agent process's id while it has one.
-	PID int `json:"pid,omitempty"`
-	// URL is the agent's MCP endpoint through the studio.
-	URL string `json:"url"`
-	// Tools are the names of the agent's tools, listed over MCP when it is
-	// running; ToolsError says why they could not be.
-	Tools      []string `json:"tools"`
-	ToolsError string   `json:"tools_error,omitempty"`
-	// LastError says why the agent last exited, and LastErrorAt when,
-	// while it is not running; once it runs again both are empty and
-	// LastExit keeps the reason, as history.
-	LastError   string     `json:"last_error,omitempty"`
-	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
-	LastExit    string     `json:"last_exit,omitempty"`
-	// RetryAt is when a restarting agent's next start begins;
-	// ConsecutiveFailures counts its failed runs in a row (it is given up
-	// after GiveUpAfter).
-	RetryAt             *time.Time `json:"retry_at,omitempty"`
-	ConsecutiveFailures int        `json:"consecutive_failures,omitempty"`
-}
-
-// GiveUpAfter is how many failed runs in a row give an agent up.
-const GiveUpAfter = giveUpAfter
-
 // Agents returns every agent's state, sorted by name, without tools: it
 // does no I/O.
-func (s *Studio) Agents() []AgentInfo {
+func (s *Studio) Agents() []studioapi.AgentInfo {
 	infos, _ := s.agentInfos()
 	return infos
 }
 
 // agentInfos is Agents along with the status snapshot each entry was made
 // from, so that a caller acting on an agent's state acts on the state shown.
-func (s *Studio) agentInfos() ([]AgentInfo, []agentStatus) {
-	out := make([]AgentInfo, 0, len(s.names))
+func (s *Studio) agentInfos() ([]studioapi.AgentInfo, []agentStatus) {
+	out := make([]studioapi.AgentInfo, 0, len(s.names))
 	sts := make([]agentStatus, 0, len(s.names))
 	for _, name := range s.names {
 		m := s.agents[name]
 		st := m.proc.status()
 		sts = append(sts, st)
-		out = append(out, AgentInfo{
+		out = append(out, studioapi.AgentInfo{
 			Name:        name,
 			Description: m.proc.def.Description,
 			State:       st.state,
@@ -72,11 +42,11 @@ func (s *Studio) agentInfos() ([]AgentInfo, []agentStatus) {
 			at := st.lastErrAt
 			info.LastErrorAt = &at
 		}
-		if st.state == StateRestarting && !st.nextStart.IsZero() {
+		if st.state == studioapi.StateRestarting && !st.nextStart.IsZero() {
 			at := st.nextStart
 			info.RetryAt = &at
 		}
-		if st.state != StateRunning {
+		if st.state != studioapi.StateRunning {
 			info.ConsecutiveFailures = st.failures
 		}
 	}
@@ -86,11 +56,11 @@ func (s *Studio) agentInfos() ([]AgentInfo, []agentStatus) {
 // ListAgents is Agents with each running agent's tools, listed through the
 // studio's pool (cached there for a minute), concurrently and each bounded by
 // listToolsTimeout.
-func (s *Studio) ListAgents(ctx context.Context) []AgentInfo {
+func (s *Studio) ListAgents(ctx context.Context) []studioapi.AgentInfo {
 	infos, sts := s.agentInfos()
 	var wg sync.WaitGroup
 	for i, st := range sts {
-		if st.state != StateRunning || st.upstream == nil {
+		if st.state != studioapi.StateRunning || st.upstream == nil {
 			continue
 		}
 		wg.Go(func() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // TestClientRecoversAfterRestart: a `switchboard client` session through the
@@ -96,7 +97,7 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 	if err := killPID(before.PID); err != nil {
 		t.Fatal(err)
 	}
-	after := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning && a.PID != before.PID })
+	after := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning && a.PID != before.PID })
 	// Running again: the exit is history, not a current error.
 	if after.LastError != "" || after.LastErrorAt != nil || after.LastExit == "" {
 		t.Errorf("after the restart: last_error %q at %v, last_exit %q; want only last_exit", after.LastError, after.LastErrorAt, after.LastExit)

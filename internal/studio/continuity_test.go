@@ -9,17 +9,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // killAndWait SIGKILLs the agent name and waits until its new process runs.
 func killAndWait(t *testing.T, s *Studio, name string) {
 	t.Helper()
-	before := waitAgent(t, s, name, func(a AgentInfo) bool { return a.State == StateRunning })
+	before := waitAgent(t, s, name, func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if err := killPID(before.PID); err != nil {
 		t.Fatal(err)
 	}
-	waitAgent(t, s, name, func(a AgentInfo) bool {
-		return a.State == StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
+	waitAgent(t, s, name, func(a studioapi.AgentInfo) bool {
+		return a.State == studioapi.StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
 	})
 }
 

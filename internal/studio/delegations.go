@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // The most recent tools/calls the proxy forwarded, for the page and
@@ -28,59 +29,14 @@ const recentDelegations = 200
 // retry.
 const retryWindow = 2 * time.Minute
 
-// Delegation is one tools/call through the proxy.
-type Delegation struct {
-	// ID increases with every call, so a poller can tell new ones.
-	ID    int64     `json:"id"`
-	Start time.Time `json:"start"`
-	// Agent and Tool are the callee; From is the delegating agent, from the
-	// call's delegation chain, or empty for a client outside the fleet
-	// (`switchboard ask`).
-	Agent string `json:"agent"`
-	Tool  string `json:"tool"`
-	From  string `json:"from,omitempty"`
-	// FromSource says how the studio knows From: FromSourceAgent when the
-	// call came from the agent process the studio runs under that name
-	// (it carried that agent's key), FromSourceClaimed when only the
-	// chain in the call's _meta says so, which any client can write.
-	FromSource string `json:"from_source,omitempty"`
-	RunID      string `json:"run_id,omitempty"`
-	// Outcome is "running" until the response ends, then "ok" or an error
-	// kind (see switchboard_agent_request_errors_total).
-	Outcome    string  `json:"outcome"`
-	DurationMS float64 `json:"duration_ms"`
-	// Message is the error's message, when there was one.
-	Message string `json:"message,omitempty"`
-	// Recovery says how the pool recovered this call, or tried to.
-	Recovery string `json:"recovery,omitempty"`
-	TraceID  string `json:"trace_id,omitempty"`
-}
-
-// How From is known.
-const (
-	FromSourceAgent   = "agent"
-	FromSourceClaimed = "claimed"
-)
-
 // maxPending bounds the calls waiting for their retry: each is a 404, which
 // any client can cause at will, so the map must not grow with them. Past
 // it, the oldest waiting call is dropped (it simply shows no retry).
 const maxPending = 1024
 
-// Outcomes and recoveries the ring writes.
-const (
-	OutcomeRunning = "running"
-
-	RecoveryExpired   = "session expired"                           // a 404, no retry seen (yet)
-	RecoveryRetried   = "session expired; retried on a new session" // a 404 whose retry came
-	RecoveryRetrying  = "retrying on a new session"                 // the retry, running
-	RecoveryRecovered = "recovered: retried on a new session"       // the retry, succeeded
-	RecoveryFailed    = "retried on a new session; failed again"    // the retry, failed
-)
-
 type delegationLog struct {
 	mu      sync.Mutex // protects following fields
-	ring    []*Delegation
+	ring    []*studioapi.Delegation
 	next    int                       // ring index of the next write
 	lastID  int64                     // last assigned id
 	pending map[[32]byte]pendingRetry // by the digest of the retry key: bounded keys
@@ -88,35 +44,35 @@ type delegationLog struct {
 
 // pendingRetry is a call that got a 404, waiting for its retry.
 type pendingRetry struct {
-	rec *Delegation
+	rec *studioapi.Delegation
 	at  time.Time
 }
 
 func newDelegationLog() *delegationLog {
-	return &delegationLog{ring: make([]*Delegation, recentDelegations), pending: make(map[[32]byte]pendingRetry)}
+	return &delegationLog{ring: make([]*studioapi.Delegation, recentDelegations), pending: make(map[[32]byte]pendingRetry)}
 }
 
 // start records a call as it begins.
-func (l *delegationLog) start(o *observation) *Delegation {
+func (l *delegationLog) start(o *observation) *studioapi.Delegation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastID++
-	d := &Delegation{
+	d := &studioapi.Delegation{
 		ID: l.lastID, Start: o.start, Agent: o.agent, Tool: o.tool, From: o.from,
-		RunID: o.runID, Outcome: OutcomeRunning, TraceID: o.traceID(),
+		RunID: o.runID, Outcome: studioapi.OutcomeRunning, TraceID: o.traceID(),
 	}
 	switch {
 	case o.from == "":
 	case o.fromSeen:
-		d.FromSource = FromSourceAgent
+		d.FromSource = studioapi.FromSourceAgent
 	default:
-		d.FromSource = FromSourceClaimed
+		d.FromSource = studioapi.FromSourceClaimed
 	}
 	key := sha256.Sum256([]byte(o.retryKey()))
 	if p, ok := l.pending[key]; ok && o.start.Sub(p.at) < retryWindow {
 		delete(l.pending, key)
-		p.rec.Recovery = RecoveryRetried
-		d.Recovery = RecoveryRetrying
+		p.rec.Recovery = studioapi.RecoveryRetried
+		d.Recovery = studioapi.RecoveryRetrying
 	}
 	l.ring[l.next] = d
 	l.next = (l.next + 1) % len(l.ring)
@@ -124,7 +80,7 @@ func (l *delegationLog) start(o *observation) *Delegation {
 }
 
 // finish completes d with how its call ended.
-func (l *delegationLog) finish(d *Delegation, o *observation) {
+func (l *delegationLog) finish(d *studioapi.Delegation, o *observation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d.Outcome = o.outcome()
@@ -134,12 +90,12 @@ func (l *delegationLog) finish(d *Delegation, o *observation) {
 	d.Message = o.message
 	d.DurationMS = float64(o.duration) / float64(time.Millisecond)
 	switch {
-	case d.Recovery == RecoveryRetrying && (o.kind == "" || o.kind == "tool_error"):
+	case d.Recovery == studioapi.RecoveryRetrying && (o.kind == "" || o.kind == "tool_error"):
 		// The tool ran; its own error is still a recovered session.
-		d.Recovery = RecoveryRecovered
-	case d.Recovery == RecoveryRetrying:
+		d.Recovery = studioapi.RecoveryRecovered
+	case d.Recovery == studioapi.RecoveryRetrying:
 		// The pool retries once; this failure is final.
-		d.Recovery = RecoveryFailed
+		d.Recovery = studioapi.RecoveryFailed
 	case o.kind == "session_not_found":
 		now := time.Now()
 		var oldest [32]byte
@@ -154,16 +110,16 @@ func (l *delegationLog) finish(d *Delegation, o *observation) {
 		if len(l.pending) >= maxPending {
 			delete(l.pending, oldest)
 		}
-		d.Recovery = RecoveryExpired
+		d.Recovery = studioapi.RecoveryExpired
 		l.pending[sha256.Sum256([]byte(o.retryKey()))] = pendingRetry{rec: d, at: now}
 	}
 }
 
 // Recent returns up to n recorded calls, newest first, as copies.
-func (l *delegationLog) Recent(n int) []Delegation {
+func (l *delegationLog) Recent(n int) []studioapi.Delegation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Delegation, 0, min(n, len(l.ring)))
+	out := make([]studioapi.Delegation, 0, min(n, len(l.ring)))
 	for i := 1; i <= len(l.ring) && len(out) < n; i++ {
 		d := l.ring[(l.next-i+len(l.ring))%len(l.ring)]
 		if d == nil {
@@ -176,7 +132,7 @@ func (l *delegationLog) Recent(n int) []Delegation {
 
 // Delegations returns the most recent tools/calls the proxy forwarded (at
 // most n), newest first.
-func (s *Studio) Delegations(n int) []Delegation { return s.delegations.Recent(n) }
+func (s *Studio) Delegations(n int) []studioapi.Delegation { return s.delegations.Recent(n) }
 
 // serveDelegations answers GET /api/delegations[?limit=N], newest first.
 func (s *Studio) serveDelegations(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/agentserver"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // agentSessions scrapes the sessions gauge of agent name's process.
@@ -54,7 +55,7 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 	const ttl = 2 * time.Second // long enough that a loaded machine sees the session before it expires
 	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{SessionIdleTTL: ttl})
 	c := newAPIClient(t, s, "")
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if n := agentSessions(t, c, s, "abacus"); n != 0 {
 		t.Fatalf("the agent has %d sessions before any client", n)
 	}

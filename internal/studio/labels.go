@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -100,7 +101,7 @@ func (s *Studio) toolLabel(ctx context.Context, agent, tool string) string {
 
 func (s *Studio) listTools(ctx context.Context, agent string, tn *toolNames) {
 	st := s.agents[agent].proc.status()
-	if st.state != StateRunning || st.upstream == nil {
+	if st.state != studioapi.StateRunning || st.upstream == nil {
 		tn.mu.Lock()
 		tn.listed = time.Now()
 		tn.mu.Unlock()

@@ -11,12 +11,13 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
 
 const upUsage = `usage: switchboard up [flags]
 
-Run the studio: every agent under --dir/agents as a child process (its own
+studioapi.Run the studio: every agent under --dir/agents as a child process (its own
 ` + "`agent serve`" + `), supervised and restarted with backoff, behind one proxy at
 /api/agents/NAME/mcp, with the page at / and /metrics. Prints
 "switchboard studio listening on URL" once the agents have had their first
@@ -33,7 +34,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs := flag.NewFlagSet("switchboard up", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", ".", "project directory holding agents/")
-	listen := fs.String("listen", DefaultListen, "address to listen on; beyond loopback requires "+EnvToken)
+	listen := fs.String("listen", studioapi.DefaultListen, "address to listen on; beyond loopback requires "+studioapi.EnvToken)
 	logFormat := fs.String("log-format", "text", "log format on stderr (the studio's and the agents'): "+logging.Formats)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), upUsage)
@@ -63,7 +64,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	s, err := Start(ctx, &Options{
 		Dir:         *dir,
 		Listen:      *listen,
-		Token:       os.Getenv(EnvToken),
+		Token:       os.Getenv(studioapi.EnvToken),
 		Logger:      logger,
 		AgentOutput: stderr,
 		LogFormat:   *logFormat,

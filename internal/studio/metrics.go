@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
 
@@ -43,21 +44,6 @@ import (
 // keeps the agents free of any knowledge of the studio, and keeps the
 // numbers the agents' own: the studio holds no copy that could drift.
 
-// Metric names the studio defines (the shared ones are in package
-// telemetry).
-const (
-	MetricRequests        = "switchboard_agent_requests_total"
-	MetricRequestDuration = "switchboard_agent_request_duration_seconds"
-	MetricRequestErrors   = "switchboard_agent_request_errors_total"
-	MetricToolCalls       = "switchboard_tool_calls_total"
-	MetricToolDuration    = "switchboard_tool_call_duration_seconds"
-	MetricAgentUp         = "switchboard_agent_up"
-	MetricAgentState      = "switchboard_agent_state"
-	MetricAgentRestarts   = "switchboard_agent_restarts_total"
-	MetricProxySessions   = "switchboard_proxy_sessions"
-	MetricAgentMetricsUp  = "switchboard_agent_metrics_up"
-)
-
 // processStudio labels the studio's own families that agents also have.
 const processStudio = "studio"
 
@@ -82,24 +68,24 @@ func newStudioMetrics(s *Studio) *studioMetrics {
 		s:   s,
 		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricRequests,
+			Name: studioapi.MetricRequests,
 			Help: "Requests proxied to an agent, by agent and JSON-RPC method (GET and DELETE for the stream and session end, response for a client's answer to a server request).",
 		}, []string{"agent", "method"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    MetricRequestDuration,
+			Name:    studioapi.MetricRequestDuration,
 			Help:    "Time from a POST reaching the proxy to the end of its response (the SSE stream of a tools/call included).",
 			Buckets: telemetry.DurationBuckets,
 		}, []string{"agent", "method"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricRequestErrors,
+			Name: studioapi.MetricRequestErrors,
 			Help: "Proxied requests that failed, by agent, method and kind: session_not_found, agent_unavailable, upstream_error, http_<status>, rpc_error, tool_error, canceled.",
 		}, []string{"agent", "method", "kind"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricToolCalls,
+			Name: studioapi.MetricToolCalls,
 			Help: "tools/call requests proxied to an agent, by agent, tool and outcome (ok or an error kind).",
 		}, []string{"agent", "tool", "outcome"}),
 		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    MetricToolDuration,
+			Name:    studioapi.MetricToolDuration,
 			Help:    "Time of a tools/call through the proxy, by agent and tool.",
 			Buckets: telemetry.DurationBuckets,
 		}, []string{"agent", "tool"}),
@@ -116,11 +102,11 @@ func newStudioMetrics(s *Studio) *studioMetrics {
 type agentCollector struct{ s *Studio }
 
 var (
-	descAgentUp       = prometheus.NewDesc(MetricAgentUp, "1 when the agent is running and the proxy routes to it.", []string{"agent"}, nil)
-	descAgentState    = prometheus.NewDesc(MetricAgentState, "1 for the agent's current state (starting, running, restarting, failed, stopped), 0 for the others.", []string{"agent", "state"}, nil)
-	descAgentRestarts = prometheus.NewDesc(MetricAgentRestarts, "Times the agent's process exited and was started again.", []string{"agent"}, nil)
-	descProxySessions = prometheus.NewDesc(MetricProxySessions, "MCP sessions the proxy has bound to a credential for the agent.", []string{"agent"}, nil)
-	allStates         = []State{StateStarting, StateRunning, StateRestarting, StateGivenUp, StateStopped}
+	descAgentUp       = prometheus.NewDesc(studioapi.MetricAgentUp, "1 when the agent is running and the proxy routes to it.", []string{"agent"}, nil)
+	descAgentState    = prometheus.NewDesc(studioapi.MetricAgentState, "1 for the agent's current state (starting, running, restarting, failed, stopped), 0 for the others.", []string{"agent", "state"}, nil)
+	descAgentRestarts = prometheus.NewDesc(studioapi.MetricAgentRestarts, "Times the agent's process exited and was started again.", []string{"agent"}, nil)
+	descProxySessions = prometheus.NewDesc(studioapi.MetricProxySessions, "MCP sessions the proxy has bound to a credential for the agent.", []string{"agent"}, nil)
+	allStates         = []studioapi.State{studioapi.StateStarting, studioapi.StateRunning, studioapi.StateRestarting, studioapi.StateGivenUp, studioapi.StateStopped}
 )
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -135,7 +121,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		m := c.s.agents[name]
 		st := m.proc.status()
 		up := 0.0
-		if st.state == StateRunning {
+		if st.state == studioapi.StateRunning {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descAgentUp, prometheus.GaugeValue, up, name)
@@ -184,7 +170,7 @@ func (s *Studio) serveMetrics(w http.ResponseWriter, r *http.Request) {
 func (s *Studio) gatherAgents(ctx context.Context) []*dto.MetricFamily {
 	scraped := s.scrapeAgents(ctx)
 	up := &dto.MetricFamily{
-		Name: proto.String(MetricAgentMetricsUp),
+		Name: proto.String(studioapi.MetricAgentMetricsUp),
 		Help: proto.String("1 when the studio could read the agent's own /metrics in this scrape."),
 		Type: dto.MetricType_GAUGE.Enum(),
 	}
@@ -218,7 +204,7 @@ func (s *Studio) scrapeAgents(ctx context.Context) map[string]scrapeResult {
 	)
 	for _, name := range s.names {
 		st := s.agents[name].proc.status()
-		if st.state != StateRunning || st.upstream == nil {
+		if st.state != studioapi.StateRunning || st.upstream == nil {
 			continue
 		}
 		u := *st.upstream
@@ -267,30 +253,11 @@ func (s *Studio) scrape(ctx context.Context, url string) ([]*dto.MetricFamily, e
 	}
 }
 
-// PoolInfo is one process's MCP session pool, as the page and `switchboard
-// status` show it.
-type PoolInfo struct {
-	Process           string `json:"process"`
-	Open              int64  `json:"open"`
-	InUse             int64  `json:"in_use"`
-	Idle              int64  `json:"idle"`
-	Dials             int64  `json:"dials"`
-	Reinitializations int64  `json:"reinitializations"`
-	Retries           int64  `json:"retries"`
-	Invalidations     int64  `json:"invalidations"`
-	// Keyed calls to servers that advertise idempotency (docs/IDEMPOTENCY.md):
-	// answers replayed from the server's record, keys refused as used for
-	// another call, and calls a crash of the server cut off.
-	Replays     int64 `json:"replays"`
-	Conflicts   int64 `json:"conflicts"`
-	Interrupted int64 `json:"interrupted"`
-}
-
 // Pools returns the studio's pool and each running agent's, read from the
 // agents' /metrics.
-func (s *Studio) Pools(ctx context.Context) []PoolInfo {
+func (s *Studio) Pools(ctx context.Context) []studioapi.PoolInfo {
 	st := s.pool.Stats()
-	out := []PoolInfo{{
+	out := []studioapi.PoolInfo{{
 		Process: processStudio, Open: int64(st.Open), InUse: int64(st.InUse), Idle: int64(st.Idle),
 		Dials: st.Dials, Reinitializations: st.Reinitializations, Retries: st.Retries, Invalidations: st.Invalidations,
 		Replays: st.Replays, Conflicts: st.Conflicts, Interrupted: st.Interrupted,
@@ -308,8 +275,8 @@ func (s *Studio) Pools(ctx context.Context) []PoolInfo {
 
 // poolFromFamilies reads the pool gauges and counters out of an agent's
 // metric families (summing over reasons).
-func poolFromFamilies(process string, fams []*dto.MetricFamily) PoolInfo {
-	p := PoolInfo{Process: process}
+func poolFromFamilies(process string, fams []*dto.MetricFamily) studioapi.PoolInfo {
+	p := studioapi.PoolInfo{Process: process}
 	fields := map[string]*int64{
 		telemetry.MetricPoolSessionsOpen:      &p.Open,
 		telemetry.MetricPoolSessionsInUse:     &p.InUse,

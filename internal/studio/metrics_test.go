@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -88,11 +89,11 @@ func TestMetrics(t *testing.T) {
 
 	before := scrapeMetrics(t, base)
 	for _, name := range []string{"oracle", "abacus"} {
-		if v, _ := metricValue(before, MetricAgentUp, map[string]string{"agent": name}); v != 1 {
-			t.Errorf("%s{agent=%q} = %v, want 1", MetricAgentUp, name, v)
+		if v, _ := metricValue(before, studioapi.MetricAgentUp, map[string]string{"agent": name}); v != 1 {
+			t.Errorf("%s{agent=%q} = %v, want 1", studioapi.MetricAgentUp, name, v)
 		}
-		if v, _ := metricValue(before, MetricAgentMetricsUp, map[string]string{"agent": name}); v != 1 {
-			t.Errorf("%s{agent=%q} = %v, want 1 (the agent's own /metrics is federated)", MetricAgentMetricsUp, name, v)
+		if v, _ := metricValue(before, studioapi.MetricAgentMetricsUp, map[string]string{"agent": name}); v != 1 {
+			t.Errorf("%s{agent=%q} = %v, want 1 (the agent's own /metrics is federated)", studioapi.MetricAgentMetricsUp, name, v)
 		}
 		if _, ok := metricValue(before, telemetry.MetricPoolSessionsOpen, map[string]string{"process": name}); !ok {
 			t.Errorf("no %s{process=%q}: the agent's pool is not federated", telemetry.MetricPoolSessionsOpen, name)
@@ -147,14 +148,14 @@ func TestMetrics(t *testing.T) {
 		want   float64
 	}{
 		// Two direct calls and the coordinator's delegation.
-		{MetricToolCalls, map[string]string{"agent": "abacus", "tool": "calculate", "outcome": "ok"}, 3},
-		{MetricToolCalls, map[string]string{"agent": "abacus", "tool": "calculate", "outcome": "tool_error"}, 1},
-		{MetricToolCalls, map[string]string{"agent": "oracle", "tool": "ask", "outcome": "ok"}, 1},
-		{MetricRequests, map[string]string{"agent": "abacus", "method": "tools/call"}, 4},
-		{MetricRequestDuration, map[string]string{"agent": "abacus", "method": "tools/call"}, 4},
-		{MetricToolDuration, map[string]string{"agent": "abacus", "tool": "calculate"}, 4},
-		{MetricRequestErrors, map[string]string{"agent": "abacus", "method": "tools/call", "kind": "tool_error"}, 1},
-		{MetricRequestErrors, map[string]string{"agent": "abacus", "method": "tools/list", "kind": "session_not_found"}, 1},
+		{studioapi.MetricToolCalls, map[string]string{"agent": "abacus", "tool": "calculate", "outcome": "ok"}, 3},
+		{studioapi.MetricToolCalls, map[string]string{"agent": "abacus", "tool": "calculate", "outcome": "tool_error"}, 1},
+		{studioapi.MetricToolCalls, map[string]string{"agent": "oracle", "tool": "ask", "outcome": "ok"}, 1},
+		{studioapi.MetricRequests, map[string]string{"agent": "abacus", "method": "tools/call"}, 4},
+		{studioapi.MetricRequestDuration, map[string]string{"agent": "abacus", "method": "tools/call"}, 4},
+		{studioapi.MetricToolDuration, map[string]string{"agent": "abacus", "tool": "calculate"}, 4},
+		{studioapi.MetricRequestErrors, map[string]string{"agent": "abacus", "method": "tools/call", "kind": "tool_error"}, 1},
+		{studioapi.MetricRequestErrors, map[string]string{"agent": "abacus", "method": "tools/list", "kind": "session_not_found"}, 1},
 		// From the oracle's own /metrics: the delegation it made, the ask.
 		{telemetry.MetricDelegations, map[string]string{"process": "oracle", "agent": "abacus", "tool": "calculate", "outcome": "ok"}, 1},
 		{telemetry.MetricDelegationDuration, map[string]string{"process": "oracle", "agent": "abacus", "tool": "calculate"}, 1},
@@ -178,8 +179,8 @@ func TestMetrics(t *testing.T) {
 	if got := delta(telemetry.MetricPoolDials, map[string]string{"process": "oracle"}); got < 1 {
 		t.Errorf("%s{process=oracle} moved by %v: the coordinator's pool dialed abacus", telemetry.MetricPoolDials, got)
 	}
-	if v, _ := metricValue(after, MetricAgentRestarts, map[string]string{"agent": "abacus"}); v != 0 {
-		t.Errorf("%s{agent=abacus} = %v", MetricAgentRestarts, v)
+	if v, _ := metricValue(after, studioapi.MetricAgentRestarts, map[string]string{"agent": "abacus"}); v != 0 {
+		t.Errorf("%s{agent=abacus} = %v", studioapi.MetricAgentRestarts, v)
 	}
 
 	// The recent delegations saw the same calls, newest (started last)
@@ -202,7 +203,7 @@ func TestMetrics(t *testing.T) {
 // (the pool's retry on a new session) is shown as a recovery on both.
 func TestDelegationRecovery(t *testing.T) {
 	l := newDelegationLog()
-	call := func(kind string) *Delegation {
+	call := func(kind string) *studioapi.Delegation {
 		o := &observation{agent: "packrat", method: "tools/call", tool: "store_note", runID: "R1", argsDigest: "d1", start: time.Now()}
 		d := l.start(o)
 		o.kind, o.duration = kind, time.Millisecond
@@ -212,20 +213,20 @@ func TestDelegationRecovery(t *testing.T) {
 	other := &observation{agent: "packrat", method: "tools/call", tool: "store_note", runID: "R2", argsDigest: "d1", start: time.Now()}
 
 	first := call("session_not_found")
-	if first.Recovery != RecoveryExpired {
-		t.Fatalf("404: recovery %q, want %q", first.Recovery, RecoveryExpired)
+	if first.Recovery != studioapi.RecoveryExpired {
+		t.Fatalf("404: recovery %q, want %q", first.Recovery, studioapi.RecoveryExpired)
 	}
 	// Another run's identical call is not the retry.
 	l.finish(l.start(other), other)
 	retry := call("")
 	got := l.Recent(10)
-	if len(got) != 3 || got[0].ID != retry.ID || got[0].Recovery != RecoveryRecovered || got[2].Recovery != RecoveryRetried || got[1].Recovery != "" {
+	if len(got) != 3 || got[0].ID != retry.ID || got[0].Recovery != studioapi.RecoveryRecovered || got[2].Recovery != studioapi.RecoveryRetried || got[1].Recovery != "" {
 		t.Fatalf("after the retry: %+v", got)
 	}
 
 	failed := call("session_not_found")
 	again := call("session_not_found")
-	if failed.Recovery != RecoveryRetried || again.Recovery != RecoveryFailed {
+	if failed.Recovery != studioapi.RecoveryRetried || again.Recovery != studioapi.RecoveryFailed {
 		t.Fatalf("a retry that fails: %q then %q", failed.Recovery, again.Recovery)
 	}
 

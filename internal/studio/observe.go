@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
 
@@ -120,7 +121,7 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 			sn.parse = msg.Method != "" && msg.ID != nil
 		}
 	}
-	var rec *Delegation
+	var rec *studioapi.Delegation
 	var call *callRecord
 	if o.method == "tools/call" {
 		rec = s.delegations.start(o)

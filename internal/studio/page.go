@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // The studio's pages: / (the fleet: agents, pools, runs, recent
@@ -70,7 +71,7 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 	"iso":    func(t time.Time) string { return t.Format(time.RFC3339Nano) },
 	"indent": indentJSON,
-	"badge": func(d Delegation) []string {
+	"badge": func(d studioapi.Delegation) []string {
 		b, t := badge(d, &callRecord{})
 		return []string{b, t}
 	},
@@ -85,19 +86,10 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 	"zero": zeroPool,
 }).ParseFS(pageFS, "page/*.html"))
 
-// Overview is what the fleet page shows, and GET /api/overview.
-type Overview struct {
-	URL         string       `json:"url"`
-	Time        time.Time    `json:"time"`
-	Agents      []AgentInfo  `json:"agents"`
-	Pools       []PoolInfo   `json:"pools"`
-	Delegations []Delegation `json:"delegations"`
-}
-
 // Overview gathers the agents (with their tools), the pools and the recent
 // delegations.
-func (s *Studio) Overview(ctx context.Context) Overview {
-	return Overview{
+func (s *Studio) Overview(ctx context.Context) studioapi.Overview {
+	return studioapi.Overview{
 		URL:         s.url,
 		Time:        time.Now(),
 		Agents:      s.ListAgents(ctx),
@@ -108,8 +100,8 @@ func (s *Studio) Overview(ctx context.Context) Overview {
 
 // fleetPage is the template data of /.
 type fleetPage struct {
-	Overview
-	Runs   RunList
+	studioapi.Overview
+	Runs   studioapi.RunList
 	Filter RunFilter
 	Names  []string
 	Query  string // the filter as a query string, for the next page's link
@@ -119,7 +111,7 @@ type fleetPage struct {
 type runPage struct {
 	URL  string
 	Time time.Time
-	Run
+	studioapi.Run
 	Rows  []waterfallRow
 	Ticks []tick
 	// Prev and Next are the ?from= of the neighbouring pages of hops, -1
@@ -129,7 +121,7 @@ type runPage struct {
 
 // waterfallRow is one hop's bar: x and widths in the SVG's 0..1000 units.
 type waterfallRow struct {
-	Hop
+	studioapi.Hop
 	N                   int
 	X, W, HeldX, HeldW  float64
 	Indent              int
@@ -147,8 +139,8 @@ type tick struct {
 type agentPage struct {
 	URL  string
 	Time time.Time
-	AgentDetail
-	Runs RunList
+	studioapi.AgentDetail
+	Runs studioapi.RunList
 }
 
 func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
@@ -277,10 +269,10 @@ func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
 	return true
 }
 
-func newRunPage(url string, run Run) runPage {
+func newRunPage(url string, run studioapi.Run) runPage {
 	p := runPage{URL: url, Time: time.Now(), Run: run, Prev: -1, Next: -1}
 	if run.HopsFrom > 0 {
-		p.Prev = max(run.HopsFrom-maxRunHops, 0)
+		p.Prev = max(run.HopsFrom-studioapi.MaxRunHops, 0)
 	}
 	if n := run.HopsFrom + len(run.Hops); n < run.HopsTotal {
 		p.Next = n
@@ -297,7 +289,7 @@ func newRunPage(url string, run Run) runPage {
 		row := waterfallRow{Hop: h, N: run.HopsFrom + i + 1, Indent: min(h.Depth, 6)}
 		row.X = h.OffsetMS * scale
 		d := h.DurationMS
-		if h.Outcome == OutcomeRunning {
+		if h.Outcome == studioapi.OutcomeRunning {
 			d = total - h.OffsetMS
 		}
 		row.W = max(d*scale, 2)
@@ -314,7 +306,7 @@ func newRunPage(url string, run Run) runPage {
 			row.FromLabel = "client"
 		}
 		row.Duration = fmtMS(h.DurationMS)
-		if h.Outcome == OutcomeRunning {
+		if h.Outcome == studioapi.OutcomeRunning {
 			row.Duration = "running"
 		}
 		p.Rows = append(p.Rows, row)
@@ -358,4 +350,4 @@ func pageHeaders(w http.ResponseWriter) {
 
 // zeroPool reports whether a process's pool has seen no traffic at all, so
 // the page names it on one line instead of a row of zeros.
-func zeroPool(p PoolInfo) bool { return p == PoolInfo{Process: p.Process} }
+func zeroPool(p studioapi.PoolInfo) bool { return p == studioapi.PoolInfo{Process: p.Process} }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // recordSynthetic records calls in s the way its proxy does (the same
@@ -58,7 +59,7 @@ func recordSynthetic(s *Studio, prefix string, n, perRun int) {
 // server's time to render, and, in Chromium, the time to first contentful
 // paint. The figures are logged; the test fails only past generous
 // ceilings on the page's weight, which the server-side limits (pageRuns,
-// pageDelegations, maxRunHops) keep far below. The browser's part runs
+// pageDelegations, studioapi.MaxRunHops) keep far below. The browser's part runs
 // when asked for, as the figures in docs/OBSERVABILITY.md were made:
 //
 //	SWITCHBOARD_MEASURE_PAGE=1 go test -count=1 -v -run TestPageWithTenThousandDelegations ./internal/studio
@@ -71,7 +72,7 @@ func TestPageWithTenThousandDelegations(t *testing.T) {
 	if n := len(full.calls.ring); n != maxCalls {
 		t.Fatalf("ring %d", n)
 	}
-	var big RunSummary
+	var big studioapi.RunSummary
 	runs, _ := full.calls.Runs(RunFilter{Limit: 1})
 	big = runs[0]
 	if big.Delegations != 1999 {

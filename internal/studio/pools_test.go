@@ -7,6 +7,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // TestPoolFromFamiliesReadsIdempotency: an agent's pool counters, as its
@@ -31,14 +33,14 @@ switchboard_pool_idempotency_total{event="interrupted"} 2
 		list = append(list, f)
 	}
 	got := poolFromFamilies("oracle", list)
-	want := PoolInfo{Process: "oracle", Dials: 4, Replays: 3, Conflicts: 1, Interrupted: 2}
+	want := studioapi.PoolInfo{Process: "oracle", Dials: 4, Replays: 3, Conflicts: 1, Interrupted: 2}
 	if got != want {
 		t.Fatalf("poolFromFamilies = %+v, want %+v", got, want)
 	}
-	if zeroPool(PoolInfo{Process: "x", Replays: 1}) {
+	if zeroPool(studioapi.PoolInfo{Process: "x", Replays: 1}) {
 		t.Fatal("a pool with only replays counts as no traffic")
 	}
-	if !zeroPool(PoolInfo{Process: "x"}) {
+	if !zeroPool(studioapi.PoolInfo{Process: "x"}) {
 		t.Fatal("an empty pool counts as traffic")
 	}
 }

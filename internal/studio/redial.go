@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // redialTransport carries the proxy's requests to the agents. When the
@@ -30,7 +32,7 @@ func (t *redialTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	st := proc.awaitRunning(req.Context(), t.wait, req.URL.Host)
-	if st.state != StateRunning || st.upstream == nil || st.upstream.Host == req.URL.Host {
+	if st.state != studioapi.StateRunning || st.upstream == nil || st.upstream.Host == req.URL.Host {
 		return nil, err
 	}
 	again := req.Clone(req.Context())

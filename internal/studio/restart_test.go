@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -43,7 +44,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 	}
 
 	for round, when := range []string{"once the agent is dead", "while the agent restarts"} {
-		before := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+		before := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 		old := s.agents["abacus"].proc.status().upstream.Host
 		if err := killPID(before.PID); err != nil {
 			t.Fatal(err)
@@ -63,7 +64,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		if when == "while the agent restarts" {
-			waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State != StateRunning })
+			waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State != studioapi.StateRunning })
 		}
 		var info pool.CallInfo
 		res, err := calc(pool.WithCallInfo(ctx, &info), "6*7")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // Routing is strict and done by hand on the escaped path: ServeMux would
@@ -124,7 +125,7 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		held := time.Now()
 		st := m.proc.awaitRunning(r.Context(), s.opts.RestartWait, "")
 		noteHeld(r.Context(), time.Since(held))
-		if st.state != StateRunning || st.upstream == nil {
+		if st.state != studioapi.StateRunning || st.upstream == nil {
 			writeDown(w, name, st)
 			return
 		}
@@ -154,7 +155,7 @@ func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 	// Where an expired session is closed: the agent's current address, if
 	// it has a process (one that restarted has no such session anyway).
 	cont.closeAt = func() *url.URL {
-		if st := proc.status(); st.state == StateRunning {
+		if st := proc.status(); st.state == studioapi.StateRunning {
 			return st.upstream
 		}
 		return nil
@@ -194,7 +195,7 @@ func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 // wait: until its next start, or a second while it is starting.
 func writeDown(w http.ResponseWriter, name string, st agentStatus) {
 	retry := time.Second
-	if d := time.Until(st.nextStart); st.state == StateRestarting && d > retry {
+	if d := time.Until(st.nextStart); st.state == studioapi.StateRestarting && d > retry {
 		retry = d
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))

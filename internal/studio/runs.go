@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // Runs: every tools/call the proxy forwarded, with its arguments and result,
@@ -50,7 +51,7 @@ const (
 // which keeps updating its recovery; it is read under that log's lock
 // (delegationLog.copyOf). The rest is guarded by callLog.mu.
 type callRecord struct {
-	d     *Delegation
+	d     *studioapi.Delegation
 	id    int64
 	start time.Time
 	depth int
@@ -134,7 +135,7 @@ func (l *callLog) bounded(raw []byte, n int) string {
 }
 
 // start records a call as it begins; d is its delegation-log entry.
-func (l *callLog) start(d *Delegation, o *observation) *callRecord {
+func (l *callLog) start(d *studioapi.Delegation, o *observation) *callRecord {
 	c := &callRecord{d: d, id: d.ID, start: o.start, depth: o.depth, args: l.bounded(o.args, maxPayload)}
 	if o.tool == "ask" {
 		var in struct {
@@ -386,56 +387,6 @@ func (l *callLog) trimLocked() {
 	}
 }
 
-// Hop is one call of a run, as the run page shows it.
-type Hop struct {
-	Delegation
-	Depth int `json:"depth"`
-	// OffsetMS is when the call started, from the start of the run.
-	OffsetMS  float64 `json:"offset_ms"`
-	Arguments string  `json:"arguments,omitempty"`
-	Result    string  `json:"result,omitempty"`
-	// Text is the result's text: what the calling model read.
-	Text     string  `json:"text,omitempty"`
-	HeldMS   float64 `json:"held_ms,omitempty"`
-	Replayed bool    `json:"replayed,omitempty"`
-	// Badge and Tone are how the page shows the outcome truthfully: a call
-	// whose session expired but whose retry succeeded is "recovered", not
-	// a failure.
-	Badge string `json:"badge"`
-	Tone  string `json:"tone"`
-}
-
-// RunSummary is one run in the list.
-type RunSummary struct {
-	ID          string    `json:"id"`
-	Task        string    `json:"task,omitempty"`
-	Agent       string    `json:"agent"`
-	Tool        string    `json:"tool"`
-	Start       time.Time `json:"start"`
-	DurationMS  float64   `json:"duration_ms"`
-	Outcome     string    `json:"outcome"`
-	Badge       string    `json:"badge"`
-	Tone        string    `json:"tone"`
-	Delegations int       `json:"delegations"`
-	Failures    int       `json:"failures"`
-	Recovered   int       `json:"recovered"`
-	Steps       int       `json:"steps,omitempty"`
-}
-
-// Run is one run in full.
-type Run struct {
-	RunSummary
-	Answer string `json:"answer,omitempty"`
-	Hops   []Hop  `json:"hops"`
-	// The run has HopsTotal hops; Hops are at most maxRunHops of them,
-	// from HopsFrom on (?from=).
-	HopsFrom  int `json:"hops_from"`
-	HopsTotal int `json:"hops_total"`
-}
-
-// maxRunHops bounds the hops one run page shows.
-const maxRunHops = 200
-
 // RunFilter narrows the run list.
 type RunFilter struct {
 	Agent   string // any call of the run is to this agent
@@ -454,7 +405,7 @@ type runView struct {
 }
 
 type callView struct {
-	Delegation
+	studioapi.Delegation
 	rec callRecord
 }
 
@@ -471,7 +422,7 @@ func (l *callLog) views(match func(*runGroup) bool, limit int) ([]runView, bool)
 	}
 	var out []runView
 	more := false
-	var ptrs []*Delegation
+	var ptrs []*studioapi.Delegation
 	for _, g := range groups {
 		if len(out) == limit {
 			more = true
@@ -498,10 +449,10 @@ func (l *callLog) views(match func(*runGroup) bool, limit int) ([]runView, bool)
 }
 
 // copyOf copies ds under the log's lock.
-func (l *delegationLog) copyOf(ds []*Delegation) []Delegation {
+func (l *delegationLog) copyOf(ds []*studioapi.Delegation) []studioapi.Delegation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Delegation, len(ds))
+	out := make([]studioapi.Delegation, len(ds))
 	for i, d := range ds {
 		out[i] = *d
 	}
@@ -509,14 +460,14 @@ func (l *delegationLog) copyOf(ds []*Delegation) []Delegation {
 }
 
 // badge says truthfully how a call ended.
-func badge(d Delegation, c *callRecord) (string, string) {
+func badge(d studioapi.Delegation, c *callRecord) (string, string) {
 	switch {
-	case d.Outcome == OutcomeRunning:
+	case d.Outcome == studioapi.OutcomeRunning:
 		return "running", "run"
-	case d.Recovery == RecoveryRetried:
+	case d.Recovery == studioapi.RecoveryRetried:
 		// This attempt's session was gone; the pool retried: not a failure.
 		return "session expired · retried", "muted"
-	case d.Recovery == RecoveryRecovered && d.Outcome == "ok":
+	case d.Recovery == studioapi.RecoveryRecovered && d.Outcome == "ok":
 		return "recovered", "recovered"
 	case d.Outcome == "ok" && c.asked && strings.TrimSpace(c.answer) == "" && c.payload > 0:
 		return "ok · no answer", "empty"
@@ -536,10 +487,10 @@ func (v *runView) root() *callView {
 		if c.From != "" {
 			continue
 		}
-		if c.Recovery == RecoveryRetried {
+		if c.Recovery == studioapi.RecoveryRetried {
 			for j := i + 1; j < len(v.calls); j++ {
 				r := &v.calls[j]
-				if r.From == "" && r.Agent == c.Agent && r.Tool == c.Tool && (r.Recovery == RecoveryRecovered || r.Recovery == RecoveryRetrying || r.Recovery == RecoveryFailed) {
+				if r.From == "" && r.Agent == c.Agent && r.Tool == c.Tool && (r.Recovery == studioapi.RecoveryRecovered || r.Recovery == studioapi.RecoveryRetrying || r.Recovery == studioapi.RecoveryFailed) {
 					return r
 				}
 			}
@@ -549,9 +500,9 @@ func (v *runView) root() *callView {
 	return &v.calls[0]
 }
 
-func (v *runView) summary() RunSummary {
+func (v *runView) summary() studioapi.RunSummary {
 	r := v.root()
-	s := RunSummary{ID: v.id, Task: r.rec.task, Agent: r.Agent, Tool: r.Tool, Start: r.Start, Outcome: r.Outcome, Steps: r.rec.steps}
+	s := studioapi.RunSummary{ID: v.id, Task: r.rec.task, Agent: r.Agent, Tool: r.Tool, Start: r.Start, Outcome: r.Outcome, Steps: r.rec.steps}
 	if s.Task == "" && !r.rec.asked {
 		// Not an ask: the tool and its arguments say what was asked.
 		s.Task = elide(r.Tool+" "+r.rec.args, 200)
@@ -577,7 +528,7 @@ func (v *runView) summary() RunSummary {
 			s.Recovered++
 		}
 	}
-	if r.Outcome == OutcomeRunning {
+	if r.Outcome == studioapi.OutcomeRunning {
 		s.DurationMS = float64(time.Since(s.Start)) / float64(time.Millisecond)
 	} else {
 		s.DurationMS = float64(end.Sub(s.Start)) / float64(time.Millisecond)
@@ -588,11 +539,11 @@ func (v *runView) summary() RunSummary {
 	return s
 }
 
-func (v *runView) full(from int) Run {
-	run := Run{RunSummary: v.summary(), Answer: v.root().rec.answer, HopsFrom: from, HopsTotal: len(v.calls)}
-	for i := from; i < len(v.calls) && i < from+maxRunHops; i++ {
+func (v *runView) full(from int) studioapi.Run {
+	run := studioapi.Run{RunSummary: v.summary(), Answer: v.root().rec.answer, HopsFrom: from, HopsTotal: len(v.calls)}
+	for i := from; i < len(v.calls) && i < from+studioapi.MaxRunHops; i++ {
 		c := &v.calls[i]
-		h := Hop{
+		h := studioapi.Hop{
 			Delegation: c.Delegation, Depth: c.rec.depth,
 			OffsetMS:  float64(c.Start.Sub(run.Start)) / float64(time.Millisecond),
 			Arguments: c.rec.args, Result: c.rec.result, Text: c.rec.text,
@@ -605,7 +556,7 @@ func (v *runView) full(from int) Run {
 }
 
 // Runs lists runs newest first.
-func (l *callLog) Runs(f RunFilter) ([]RunSummary, bool) {
+func (l *callLog) Runs(f RunFilter) ([]studioapi.RunSummary, bool) {
 	q := strings.ToLower(f.Query)
 	match := func(g *runGroup) bool {
 		if f.Before > 0 && g.seq >= f.Before {
@@ -625,7 +576,7 @@ func (l *callLog) Runs(f RunFilter) ([]RunSummary, bool) {
 	}
 	// The outcome is read from the delegation log, so it is filtered after
 	// the copy; ask for more and keep paging until filled.
-	var out []RunSummary
+	var out []studioapi.RunSummary
 	more := false
 	before := f.Before
 	for {
@@ -651,7 +602,7 @@ func (l *callLog) Runs(f RunFilter) ([]RunSummary, bool) {
 	return out, more
 }
 
-func outcomeMatches(want string, s RunSummary) bool {
+func outcomeMatches(want string, s studioapi.RunSummary) bool {
 	switch want {
 	case "failed":
 		return s.Tone == "bad" || s.Tone == "warn" || s.Failures > 0
@@ -662,10 +613,10 @@ func outcomeMatches(want string, s RunSummary) bool {
 }
 
 // Run returns run id with its first hops.
-func (l *callLog) Run(id string) (Run, bool) { return l.RunFrom(id, 0) }
+func (l *callLog) Run(id string) (studioapi.Run, bool) { return l.RunFrom(id, 0) }
 
 // RunFrom returns run id with its hops from from on.
-func (l *callLog) RunFrom(id string, from int) (Run, bool) {
+func (l *callLog) RunFrom(id string, from int) (studioapi.Run, bool) {
 	l.mu.Lock()
 	g := l.runs["r:"+id]
 	if g == nil {
@@ -678,11 +629,11 @@ func (l *callLog) RunFrom(id string, from int) (Run, bool) {
 	}
 	l.mu.Unlock()
 	if g == nil {
-		return Run{}, false
+		return studioapi.Run{}, false
 	}
 	views, _ := l.views(func(x *runGroup) bool { return x == g }, 1)
 	if len(views) == 0 || len(views[0].calls) == 0 {
-		return Run{}, false
+		return studioapi.Run{}, false
 	}
 	return views[0].full(max(from, 0)), true
 }
@@ -733,20 +684,12 @@ func hopsFrom(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// RunList is GET /api/runs.
-type RunList struct {
-	Runs []RunSummary `json:"runs"`
-	// Next is the before= of the next page, 0 when this is the last.
-	Next    int64 `json:"next,omitempty"`
-	Version int64 `json:"version"`
-}
-
-func (s *Studio) runList(f RunFilter) RunList {
+func (s *Studio) runList(f RunFilter) studioapi.RunList {
 	version := s.calls.Version()
 	runs, more := s.calls.Runs(f)
-	list := RunList{Runs: runs, Version: version}
+	list := studioapi.RunList{Runs: runs, Version: version}
 	if runs == nil {
-		list.Runs = []RunSummary{}
+		list.Runs = []studioapi.RunSummary{}
 	}
 	if more && len(runs) > 0 {
 		list.Next = s.calls.seqOf(runs[len(runs)-1].ID)

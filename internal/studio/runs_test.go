@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // fakeCalls drives the delegation log and the call log the way observe
@@ -25,7 +26,7 @@ func newFakeCalls(secrets ...string) *fakeCalls {
 
 type pendingCall struct {
 	o   *observation
-	d   *Delegation
+	d   *studioapi.Delegation
 	rec *callRecord
 }
 
@@ -74,7 +75,7 @@ func TestRunsGroupAcrossProcesses(t *testing.T) {
 		ask := f.begin("oracle", "ask", "", 0, "", map[string]string{"task": "sum it"})
 		calc := f.begin("abacus", "calculate", "oracle", 1, "R1", map[string]string{"expression": "1+1"})
 		runs, _ := f.calls.Runs(RunFilter{})
-		if len(runs) != 1 || runs[0].Delegations != 1 || runs[0].Outcome != OutcomeRunning || runs[0].Badge != "running" {
+		if len(runs) != 1 || runs[0].Delegations != 1 || runs[0].Outcome != studioapi.OutcomeRunning || runs[0].Badge != "running" {
 			t.Fatalf("while running: %+v", runs)
 		}
 		f.end(calc, 2*time.Millisecond, "", "", textResult("2"))

@@ -30,21 +30,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
-
-// EnvStudioURL is set in every agent's environment to the studio's base URL,
-// so that an agent's tools/mcp.json can reach its siblings through the
-// studio: "url": "${SWITCHBOARD_STUDIO_URL}/api/agents/packrat/mcp".
-const EnvStudioURL = "SWITCHBOARD_STUDIO_URL"
-
-// EnvToken is the environment variable `switchboard up` reads its bearer
-// token from.
-const EnvToken = "SWITCHBOARD_TOKEN"
-
-// DefaultListen is where `switchboard up` listens by default.
-const DefaultListen = "127.0.0.1:54321"
 
 // ReadyFormat is the line `switchboard up` prints on stdout once it serves;
 // the argument is the studio's base URL.
@@ -110,12 +99,6 @@ type Options struct {
 	// the agents' own idle timeout).
 	SessionIdleTTL time.Duration
 }
-
-// giveUpAfter consecutive failed runs give an agent up: it is not
-// restarted again. With the default backoff (250 ms doubling to 30 s)
-// that is about a minute of retries: long enough for a port or a peer to
-// come back, short enough that a broken agent.json is reported as broken.
-const giveUpAfter = 8
 
 // DefaultAgentMaxConcurrent is the default cap on the tools/calls one agent
 // started by the studio runs at once; more wait for a slot (each until its
@@ -207,7 +190,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	if !mcphttp.IsLoopback(host) && o.Token == "" {
 		// The name resolved somewhere the pre-check could not see.
 		ln.Close()
-		return nil, fmt.Errorf("studio: %w: %s resolved to %s; set %s", ErrTokenRequired, o.Listen, host, EnvToken)
+		return nil, fmt.Errorf("studio: %w: %s resolved to %s; set %s", ErrTokenRequired, o.Listen, host, studioapi.EnvToken)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		// Listening on every interface: agents and local clients reach it
@@ -226,9 +209,9 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	// naming the file.
 	defs, err := agentdef.LoadAllWith(filepath.Join(o.Dir, "agents"), func(k string) (string, bool) {
 		switch {
-		case k == EnvStudioURL:
+		case k == studioapi.EnvStudioURL:
 			return studioURL, true
-		case k == EnvToken && o.Token != "":
+		case k == studioapi.EnvToken && o.Token != "":
 			return o.Token, true
 		}
 		return os.LookupEnv(k)
@@ -281,7 +264,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 			if o.Token != "" {
 				// What the bundled tools/mcp.json sends, so that agents
 				// reach their siblings through a studio that requires it.
-				env = append(env, EnvToken+"="+o.Token)
+				env = append(env, studioapi.EnvToken+"="+o.Token)
 			}
 			return env
 		},
@@ -349,7 +332,7 @@ func resolve(opts *Options) (Options, error) {
 	}
 	o.Dir = dir
 	if o.Listen == "" {
-		o.Listen = DefaultListen
+		o.Listen = studioapi.DefaultListen
 	}
 	if o.Executable == "" {
 		exe, err := os.Executable()
@@ -411,7 +394,7 @@ func checkExposure(listen, token string) error {
 		shown = "every interface"
 	}
 	return fmt.Errorf("studio: refusing to listen on %s (%s) without a bearer token: %w; set %s (clients then send Authorization: Bearer <token>) or listen on 127.0.0.1",
-		listen, shown, ErrTokenRequired, EnvToken)
+		listen, shown, ErrTokenRequired, studioapi.EnvToken)
 }
 
 // URL is the studio's base URL, e.g. http://127.0.0.1:54321; agents are at
@@ -451,7 +434,7 @@ func (s *Studio) WaitReady(ctx context.Context) error {
 	}
 	var down []string
 	for _, name := range s.names {
-		if st := s.agents[name].proc.status(); st.state != StateRunning {
+		if st := s.agents[name].proc.status(); st.state != studioapi.StateRunning {
 			down = append(down, fmt.Sprintf("%s (%s: %s)", name, st.state, st.lastErr))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -26,21 +27,10 @@ import (
 // a healthy period. The child leads its own process group, so stopping it
 // reaches whatever it started too (stdio MCP servers), and Pdeathsig kills
 // it if the studio dies without stopping it (SIGKILL, a crash). After
-// giveUpAfter failed runs in a row it is given up: no further restarts, the
+// studioapi.GiveUpAfter failed runs in a row it is given up: no further restarts, the
 // state says so, and last_error says why. Pdeathsig
 // fires when the OS thread that forked the child exits; Go keeps its threads
 // unless a goroutine exits while locked to one, which this package never does.
-
-// State is where an agent's process is in its life.
-type State string
-
-const (
-	StateStarting   State = "starting"   // launched, not listening yet
-	StateRunning    State = "running"    // listening; the proxy routes to it
-	StateRestarting State = "restarting" // exited; waiting out the backoff until its retry time
-	StateGivenUp    State = "given_up"   // failed giveUpAfter times in a row; not restarted again
-	StateStopped    State = "stopped"    // the studio stopped it
-)
 
 // supervisorConfig is what every agent's supervisor shares.
 type supervisorConfig struct {
@@ -77,7 +67,7 @@ type agentProc struct {
 
 	mu        sync.Mutex    // protects following fields
 	changed   chan struct{} // closed and replaced on every state change; see awaitRunning
-	state     State
+	state     studioapi.State
 	upstream  *url.URL // the child's /mcp; nil unless running
 	pid       int
 	restarts  int
@@ -90,7 +80,7 @@ type agentProc struct {
 }
 
 func newAgentProc(def *agentdef.Definition, dir, dataDir string, cfg *supervisorConfig) *agentProc {
-	return &agentProc{def: def, dir: dir, dataDir: dataDir, cfg: cfg, firstDone: make(chan struct{}), changed: make(chan struct{}), state: StateStarting}
+	return &agentProc{def: def, dir: dir, dataDir: dataDir, cfg: cfg, firstDone: make(chan struct{}), changed: make(chan struct{}), state: studioapi.StateStarting}
 }
 
 func (a *agentProc) markFirst() { a.firstOnce.Do(func() { close(a.firstDone) }) }
@@ -99,7 +89,7 @@ func (a *agentProc) markFirst() { a.firstOnce.Do(func() { close(a.firstDone) }) 
 func (a *agentProc) run(ctx context.Context) {
 	defer func() {
 		a.mu.Lock()
-		a.state, a.upstream, a.pid = StateStopped, nil, 0
+		a.state, a.upstream, a.pid = studioapi.StateStopped, nil, 0
 		a.changedLocked()
 		a.mu.Unlock()
 		a.markFirst()
@@ -119,7 +109,7 @@ func (a *agentProc) run(ctx context.Context) {
 		}
 		failures++
 		delay := backoff(failures, a.cfg.minBackoff, a.cfg.maxBackoff)
-		givenUp := failures >= giveUpAfter
+		givenUp := failures >= studioapi.GiveUpAfter
 		a.mu.Lock()
 		a.upstream, a.pid, a.failures = nil, 0, failures
 		a.lastErr, a.lastErrAt = err.Error(), time.Now()
@@ -128,9 +118,9 @@ func (a *agentProc) run(ctx context.Context) {
 		}
 		a.lastExit = a.lastErr
 		if givenUp {
-			a.state, a.nextStart = StateGivenUp, time.Time{}
+			a.state, a.nextStart = studioapi.StateGivenUp, time.Time{}
 		} else {
-			a.state, a.nextStart = StateRestarting, time.Now().Add(delay)
+			a.state, a.nextStart = studioapi.StateRestarting, time.Now().Add(delay)
 			a.restarts++
 		}
 		a.changedLocked()
@@ -138,13 +128,13 @@ func (a *agentProc) run(ctx context.Context) {
 		a.mu.Unlock()
 		a.markFirst()
 		if givenUp {
-			a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr + " (given up)"})
+			a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventExited, Reason: lastErr + " (given up)"})
 			a.cfg.logger.Error("agent keeps failing; giving up until it is started on request", "agent", a.def.Name, "err", lastErr, "consecutive_failures", failures)
 			// Parked as a stopped agent is: StartAgent (the page's start)
 			// tries again, with a fresh count of failures.
 			select {
 			case why := <-a.ctl.park():
-				a.ctl.record(ControlEvent{Event: EventStarted, Reason: why})
+				a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventStarted, Reason: why})
 				a.cfg.logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
 				failures = 0
 				continue
@@ -152,7 +142,7 @@ func (a *agentProc) run(ctx context.Context) {
 				return
 			}
 		}
-		a.ctl.record(ControlEvent{Event: EventExited, Reason: lastErr, NextStart: time.Now().Add(delay)})
+		a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventExited, Reason: lastErr, NextStart: time.Now().Add(delay)})
 		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
 
 		t := time.NewTimer(delay)
@@ -229,7 +219,7 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	if a.cfg.maxConcurrent > 0 {
 		cmd.Args = append(cmd.Args, "--max-concurrent", strconv.Itoa(a.cfg.maxConcurrent))
 	}
-	cmd.Env = append(append(os.Environ(), a.cfg.env...), EnvStudioURL+"="+a.cfg.studioURL)
+	cmd.Env = append(append(os.Environ(), a.cfg.env...), studioapi.EnvStudioURL+"="+a.cfg.studioURL)
 	if a.cfg.agentEnv != nil {
 		cmd.Env = append(cmd.Env, a.cfg.agentEnv(a.def.Name)...)
 	}
@@ -243,8 +233,8 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	// A retry stays "restarting" until it listens: "starting" for a moment
 	// every few seconds would hide that it keeps failing; the first start
 	// is "starting".
-	if a.state != StateRestarting {
-		a.state = StateStarting
+	if a.state != studioapi.StateRestarting {
+		a.state = studioapi.StateStarting
 	}
 	a.changedLocked()
 	a.upstream, a.pid, a.lastLine = nil, 0, ""
@@ -273,7 +263,7 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	case u := <-ready:
 		a.mu.Lock()
 		// Running again: the last exit is history, not the current error.
-		a.state, a.upstream, a.lastErr, a.nextStart = StateRunning, u, "", time.Time{}
+		a.state, a.upstream, a.lastErr, a.nextStart = studioapi.StateRunning, u, "", time.Time{}
 		a.changedLocked()
 		a.mu.Unlock()
 		a.markFirst()
@@ -372,11 +362,11 @@ func (a *agentProc) awaitRunning(ctx context.Context, max time.Duration, gone st
 		changed := a.changed
 		a.mu.Unlock()
 		switch {
-		case st.state == StateRunning && st.upstream != nil && st.upstream.Host != gone,
-			st.state == StateStopped, st.state == StateGivenUp,
+		case st.state == studioapi.StateRunning && st.upstream != nil && st.upstream.Host != gone,
+			st.state == studioapi.StateStopped, st.state == studioapi.StateGivenUp,
 			// Restarting: worth waiting only if the next start is within
 			// the wait.
-			st.state == StateRestarting && st.nextStart.After(limit):
+			st.state == studioapi.StateRestarting && st.nextStart.After(limit):
 			return st
 		}
 		select {
@@ -405,7 +395,7 @@ func (a *agentProc) statusLocked() agentStatus {
 }
 
 type agentStatus struct {
-	state     State
+	state     studioapi.State
 	upstream  *url.URL
 	pid       int
 	restarts  int

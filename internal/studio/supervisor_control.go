@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // Restarting and stopping an agent on request (the agent page's buttons),
@@ -23,14 +25,6 @@ import (
 // cancel, so there is no moment between runs at which a request finds
 // neither and is refused.
 
-// Control requests and history events.
-const (
-	EventExited    = "exited"    // the agent exited on its own; Reason says how
-	EventRestarted = "restarted" // restarted on request
-	EventStopped   = "stopped"   // stopped on request
-	EventStarted   = "started"   // started again on request after a stop
-)
-
 // maxControlHistory bounds an agent's history.
 const maxControlHistory = 50
 
@@ -41,15 +35,6 @@ var ErrNoProcess = errors.New("the agent has no process right now")
 // ErrNotStopped is returned by a start asked for while the agent is not
 // stopped.
 var ErrNotStopped = errors.New("the agent is not stopped")
-
-// ControlEvent is one entry of an agent's history.
-type ControlEvent struct {
-	Time   time.Time `json:"time"`
-	Event  string    `json:"event"`
-	Reason string    `json:"reason,omitempty"`
-	// NextStart is when the supervisor starts it again, after an exit.
-	NextStart time.Time `json:"next_start,omitzero"`
-}
 
 type controlRequest int
 
@@ -70,7 +55,7 @@ type agentControl struct {
 	// wake, between runs (after an exit, before the next start), is
 	// signalled by a request; nil while a run is under way or stopped.
 	wake    chan struct{}
-	history []ControlEvent
+	history []studioapi.ControlEvent
 }
 
 // begin returns the context for one run of the child.
@@ -115,7 +100,7 @@ func (c *agentControl) woken() <-chan struct{} {
 	return c.wake
 }
 
-func (c *agentControl) record(e ControlEvent) {
+func (c *agentControl) record(e studioapi.ControlEvent) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
@@ -124,7 +109,7 @@ func (c *agentControl) record(e ControlEvent) {
 	c.recordLocked(e)
 }
 
-func (c *agentControl) recordLocked(e ControlEvent) {
+func (c *agentControl) recordLocked(e studioapi.ControlEvent) {
 	if len(c.history) >= maxControlHistory {
 		c.history = append(c.history[:0], c.history[1:]...)
 	}
@@ -132,10 +117,10 @@ func (c *agentControl) recordLocked(e ControlEvent) {
 }
 
 // History returns the agent's history, newest first.
-func (c *agentControl) History() []ControlEvent {
+func (c *agentControl) History() []studioapi.ControlEvent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]ControlEvent, len(c.history))
+	out := make([]studioapi.ControlEvent, len(c.history))
 	for i, e := range c.history {
 		out[len(out)-1-i] = e
 	}
@@ -190,10 +175,10 @@ func (a *agentProc) controlled(ctx context.Context, inBackoff bool) bool {
 		if !inBackoff {
 			a.restarts++
 		}
-		a.state, a.upstream, a.pid, a.nextStart = StateStarting, nil, 0, time.Time{}
+		a.state, a.upstream, a.pid, a.nextStart = studioapi.StateStarting, nil, 0, time.Time{}
 		a.changedLocked()
 		a.mu.Unlock()
-		a.ctl.record(ControlEvent{Event: EventRestarted, Reason: reason})
+		a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventRestarted, Reason: reason})
 		a.cfg.logger.Info("agent restarted on request", "agent", a.def.Name, "reason", reason)
 		return true
 	case requestStop:
@@ -201,17 +186,17 @@ func (a *agentProc) controlled(ctx context.Context, inBackoff bool) bool {
 		if inBackoff {
 			a.restarts-- // the restart the exit counted will not happen
 		}
-		a.state, a.upstream, a.pid, a.nextStart = StateStopped, nil, 0, time.Time{}
+		a.state, a.upstream, a.pid, a.nextStart = studioapi.StateStopped, nil, 0, time.Time{}
 		a.changedLocked()
 		a.mu.Unlock()
-		a.ctl.record(ControlEvent{Event: EventStopped, Reason: reason})
+		a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventStopped, Reason: reason})
 		a.cfg.logger.Info("agent stopped on request", "agent", a.def.Name, "reason", reason)
 		a.ctl.mu.Lock()
 		start := a.ctl.start
 		a.ctl.mu.Unlock()
 		select {
 		case why := <-start:
-			a.ctl.record(ControlEvent{Event: EventStarted, Reason: why})
+			a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventStarted, Reason: why})
 			a.cfg.logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
 		case <-ctx.Done():
 		}

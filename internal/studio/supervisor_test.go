@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 func TestBackoff(t *testing.T) {
@@ -48,25 +49,25 @@ func TestParseReady(t *testing.T) {
 }
 
 // TestAgentFails: an agent that keeps failing to start is restarting, with
-// its retry time and failure count, until giveUpAfter failures in a row;
+// its retry time and failure count, until studioapi.GiveUpAfter failures in a row;
 // then it is given up, with the reason and its time, and not started again.
 func TestAgentFails(t *testing.T) {
 	dir := mcphttptest.Project(t)
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
 	s := startStudio(t, dir, &Options{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
-	r := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateRestarting && a.RetryAt != nil })
+	r := waitAgent(t, s, "broken", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRestarting && a.RetryAt != nil })
 	if r.ConsecutiveFailures < 1 || r.LastError == "" || r.LastErrorAt == nil {
 		t.Errorf("restarting agent %+v: want its failures, last error and its time", r)
 	}
-	a := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateGivenUp })
-	if a.ConsecutiveFailures != giveUpAfter || a.Restarts != giveUpAfter-1 || a.RetryAt != nil ||
+	a := waitAgent(t, s, "broken", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateGivenUp })
+	if a.ConsecutiveFailures != studioapi.GiveUpAfter || a.Restarts != studioapi.GiveUpAfter-1 || a.RetryAt != nil ||
 		!strings.Contains(a.LastError, `unknown toolset "nope"`) || a.LastErrorAt == nil {
 		t.Errorf("given up: %+v", a)
 	}
 	// Given up means no further start: the supervisor waits for the studio
 	// to close, and the state does not change.
 	for _, now := range s.Agents() {
-		if now.Name == "broken" && (now.State != StateGivenUp || now.Restarts != a.Restarts) {
+		if now.Name == "broken" && (now.State != studioapi.StateGivenUp || now.Restarts != a.Restarts) {
 			t.Errorf("after giving up: %+v", now)
 		}
 	}
@@ -74,5 +75,5 @@ func TestAgentFails(t *testing.T) {
 	if err := s.StartAgent("broken", "fixed, maybe"); err != nil {
 		t.Fatal(err)
 	}
-	waitAgent(t, s, "broken", func(b AgentInfo) bool { return b.Restarts > a.Restarts })
+	waitAgent(t, s, "broken", func(b studioapi.AgentInfo) bool { return b.Restarts > a.Restarts })
 }

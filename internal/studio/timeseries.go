@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // The agent page's charts: per agent, one bucket per minute for the last
@@ -91,30 +93,16 @@ func (l *seriesLog) observe(o *observation) {
 	}
 }
 
-// Minute is one point of an agent's charts.
-type Minute struct {
-	Time        time.Time `json:"time"`
-	Calls       int       `json:"calls"`
-	Errors      int       `json:"errors"`
-	Initializes int       `json:"initializes"`
-	Expired     int       `json:"expired"`
-	// P50MS, P95MS and P99MS are upper bounds of the latency histogram's
-	// bucket holding that percentile (within a factor of 1.5); 0 without calls.
-	P50MS float64 `json:"p50_ms"`
-	P95MS float64 `json:"p95_ms"`
-	P99MS float64 `json:"p99_ms"`
-}
-
 // Series returns agent's last hour, oldest minute first, every minute
 // present (zeros where nothing happened).
-func (l *seriesLog) Series(agent string) []Minute {
+func (l *seriesLog) Series(agent string) []studioapi.Minute {
 	now := l.now().Unix() / 60
-	out := make([]Minute, 0, seriesMinutes)
+	out := make([]studioapi.Minute, 0, seriesMinutes)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.agents[agent]
 	for m := now - seriesMinutes + 1; m <= now; m++ {
-		p := Minute{Time: time.Unix(m*60, 0)}
+		p := studioapi.Minute{Time: time.Unix(m*60, 0)}
 		if a != nil {
 			if b := &a.buckets[m%seriesMinutes]; b.minute == m {
 				p.Calls, p.Errors, p.Initializes, p.Expired = b.calls, b.errors, b.initializes, b.expired

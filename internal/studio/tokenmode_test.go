@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // Token mode works out of the box: with a token, the bundled oracle reaches
@@ -24,8 +25,8 @@ func TestTokenModeBundledTeam(t *testing.T) {
 	for _, d := range s.Delegations(50) {
 		if d.Agent == "abacus" && d.From == "oracle" {
 			seen = true
-			if d.FromSource != FromSourceAgent {
-				t.Errorf("the hop oracle → abacus: from_source %q, want %q", d.FromSource, FromSourceAgent)
+			if d.FromSource != studioapi.FromSourceAgent {
+				t.Errorf("the hop oracle → abacus: from_source %q, want %q", d.FromSource, studioapi.FromSourceAgent)
 			}
 		}
 	}
@@ -42,8 +43,8 @@ func TestStudioURLWithoutDefault(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "agents", "oracle", "tools", "mcp.json"), []byte(mcpJSON), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(EnvStudioURL, "") // not the test's environment
-	os.Unsetenv(EnvStudioURL)
+	t.Setenv(studioapi.EnvStudioURL, "") // not the test's environment
+	os.Unsetenv(studioapi.EnvStudioURL)
 	s := startStudio(t, dir, nil)
 	res := callThroughProxy(t, s, "", "oracle", "ask", map[string]any{"task": "calculate 6 * 7"})
 	if res.IsError || !strings.Contains(toolText(res), "42") {

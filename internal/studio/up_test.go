@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 const upReady = "switchboard studio listening on "
@@ -34,7 +35,7 @@ func TestUp(t *testing.T) {
 	var pids []int
 	for _, name := range []string{"abacus", "packrat"} {
 		a := agents[name]
-		if a.State != StateRunning || !mcphttptest.Alive(a.PID) {
+		if a.State != studioapi.StateRunning || !mcphttptest.Alive(a.PID) {
 			t.Fatalf("agent %s after the ready line: %+v", name, a)
 		}
 		pids = append(pids, a.PID)
@@ -121,13 +122,13 @@ func TestUpRefusesExposureWithoutToken(t *testing.T) {
 	dir := mcphttptest.Project(t)
 	cmd := exec.Command(switchboardBin, "up", "--dir", dir, "--listen", "0.0.0.0:0")
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, EnvToken+"=") {
+		if !strings.HasPrefix(kv, studioapi.EnvToken+"=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
 	out, err := cmd.CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "without a bearer token") || !strings.Contains(string(out), EnvToken) {
-		t.Fatalf("up --listen 0.0.0.0:0 without %s: %v\n%s\nwant exit 1 and a clear refusal", EnvToken, err, out)
+	if !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "without a bearer token") || !strings.Contains(string(out), studioapi.EnvToken) {
+		t.Fatalf("up --listen 0.0.0.0:0 without %s: %v\n%s\nwant exit 1 and a clear refusal", studioapi.EnvToken, err, out)
 	}
 }
