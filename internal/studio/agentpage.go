@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -50,9 +51,8 @@ func newLogTails(scrub *logging.Scrubber) *logTails {
 	return &logTails{scrub: scrub, lines: make(map[string][]studioapi.LogLine), total: make(map[string]int)}
 }
 
-// add keeps a line the supervisor relays; prefix is "<name padded> | ".
-func (t *logTails) add(prefix, line string) {
-	name := strings.TrimSpace(strings.TrimSuffix(prefix, " | "))
+// add keeps a line the supervisor relays from agent name.
+func (t *logTails) add(name, line string) {
 	l := studioapi.LogLine{Time: time.Now(), Line: elide(t.scrub.String(line), maxLogLine)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -80,20 +80,20 @@ func (s *Studio) AgentDetail(ctx context.Context, name string) (studioapi.AgentD
 	}
 	infos, sts := s.agentInfos()
 	var d studioapi.AgentDetail
-	var st agentStatus
+	var st supervisor.Status
 	for i := range infos {
 		if infos[i].Name == name {
 			d.AgentInfo, st = infos[i], sts[i]
 		}
 	}
-	d.History = m.proc.ctl.History()
+	d.History = m.proc.History()
 	d.ToolSchemas = []studioapi.ToolInfo{}
 	var wg sync.WaitGroup
-	if st.state == studioapi.StateRunning && st.upstream != nil {
+	if st.State == studioapi.StateRunning && st.Upstream != nil {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, listToolsTimeout)
 			defer cancel()
-			tools, err := s.pool.ListTools(ctx, &pool.Server{Name: name, URL: st.upstream.String(), ProtocolVersion: pool.Protocol20251125})
+			tools, err := s.pool.ListTools(ctx, &pool.Server{Name: name, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
 			if err != nil {
 				d.ToolsError = err.Error()
 				return
@@ -130,9 +130,9 @@ func (s *Studio) AgentDetail(ctx context.Context, name string) (studioapi.AgentD
 // changes.
 func (s *Studio) agentVersion(name string) string {
 	m := s.agents[name]
-	st := m.proc.status()
+	st := m.proc.Status()
 	_, lines := s.logs.tail(name)
-	return fmt.Sprintf("%s.%d.%d.%d.%d", st.state, st.pid, st.restarts, len(m.proc.ctl.History()), lines)
+	return fmt.Sprintf("%s.%d.%d.%d.%d", st.State, st.PID, st.Restarts, len(m.proc.History()), lines)
 }
 
 // checkMutation admits a state-changing request only from a client that is
@@ -203,7 +203,7 @@ func (s *Studio) serveAgentAction(w http.ResponseWriter, r *http.Request, name, 
 		return
 	}
 	switch {
-	case errors.Is(err, ErrNoProcess), errors.Is(err, ErrNotStopped):
+	case errors.Is(err, supervisor.ErrNoProcess), errors.Is(err, supervisor.ErrNotStopped):
 		mcphttp.WriteJSONError(w, http.StatusConflict, fmt.Sprintf("cannot %s agent %s: %v", action, name, err))
 		return
 	case err != nil:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -19,35 +20,35 @@ func (s *Studio) Agents() []studioapi.AgentInfo {
 
 // agentInfos is Agents along with the status snapshot each entry was made
 // from, so that a caller acting on an agent's state acts on the state shown.
-func (s *Studio) agentInfos() ([]studioapi.AgentInfo, []agentStatus) {
+func (s *Studio) agentInfos() ([]studioapi.AgentInfo, []supervisor.Status) {
 	out := make([]studioapi.AgentInfo, 0, len(s.names))
-	sts := make([]agentStatus, 0, len(s.names))
+	sts := make([]supervisor.Status, 0, len(s.names))
 	for _, name := range s.names {
 		m := s.agents[name]
-		st := m.proc.status()
+		st := m.proc.Status()
 		sts = append(sts, st)
 		out = append(out, studioapi.AgentInfo{
 			Name:        name,
-			Description: m.proc.def.Description,
-			State:       st.state,
-			Restarts:    st.restarts,
-			PID:         st.pid,
+			Description: m.proc.Def().Description,
+			State:       st.State,
+			Restarts:    st.Restarts,
+			PID:         st.PID,
 			URL:         s.AgentURL(name),
 			Tools:       []string{},
-			LastError:   st.lastErr,
-			LastExit:    st.lastExit,
+			LastError:   st.LastErr,
+			LastExit:    st.LastExit,
 		})
 		info := &out[len(out)-1]
-		if st.lastErr != "" && !st.lastErrAt.IsZero() {
-			at := st.lastErrAt
+		if st.LastErr != "" && !st.LastErrAt.IsZero() {
+			at := st.LastErrAt
 			info.LastErrorAt = &at
 		}
-		if st.state == studioapi.StateRestarting && !st.nextStart.IsZero() {
-			at := st.nextStart
+		if st.State == studioapi.StateRestarting && !st.NextStart.IsZero() {
+			at := st.NextStart
 			info.RetryAt = &at
 		}
-		if st.state != studioapi.StateRunning {
-			info.ConsecutiveFailures = st.failures
+		if st.State != studioapi.StateRunning {
+			info.ConsecutiveFailures = st.Failures
 		}
 	}
 	return out, sts
@@ -60,7 +61,7 @@ func (s *Studio) ListAgents(ctx context.Context) []studioapi.AgentInfo {
 	infos, sts := s.agentInfos()
 	var wg sync.WaitGroup
 	for i, st := range sts {
-		if st.state != studioapi.StateRunning || st.upstream == nil {
+		if st.State != studioapi.StateRunning || st.Upstream == nil {
 			continue
 		}
 		wg.Go(func() {
@@ -70,7 +71,7 @@ func (s *Studio) ListAgents(ctx context.Context) []studioapi.AgentInfo {
 			// not a client of its own routes.
 			tools, err := s.pool.ListTools(ctx, &pool.Server{
 				Name:            infos[i].Name,
-				URL:             st.upstream.String(),
+				URL:             st.Upstream.String(),
 				ProtocolVersion: pool.Protocol20251125,
 			})
 			if err != nil {

@@ -289,12 +289,12 @@ func TestConsoleActionsGuarded(t *testing.T) {
 			}
 		}
 	}
-	if h := s.agents["abacus"].proc.ctl.History(); len(h) != 0 {
+	if h := s.agents["abacus"].proc.History(); len(h) != 0 {
 		t.Fatalf("refused requests changed the history: %+v", h)
 	}
 
 	same := map[string]string{"Origin": "http://" + host, "Sec-Fetch-Site": "same-origin"}
-	pid := s.agents["abacus"].proc.status().pid
+	pid := s.agents["abacus"].proc.Status().PID
 	if code, b := c.do("POST", "/api/agents/abacus/restart", `{"reason":"testing the restart"}`, same); code != http.StatusAccepted {
 		t.Fatalf("restart: %d %s", code, b)
 	}
@@ -508,7 +508,7 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			h := s.agents["broken"].proc.ctl.History()
+			h := s.agents["broken"].proc.History()
 			if len(h) >= n {
 				return h
 			}

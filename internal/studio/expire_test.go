@@ -16,11 +16,11 @@ import (
 // agentSessions scrapes the sessions gauge of agent name's process.
 func agentSessions(t *testing.T, c *apiClient, s *Studio, name string) int {
 	t.Helper()
-	st := s.agents[name].proc.status()
-	if st.upstream == nil {
+	st := s.agents[name].proc.Status()
+	if st.Upstream == nil {
 		t.Fatalf("agent %s has no address", name)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+st.upstream.Host+"/metrics", nil)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+st.Upstream.Host+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

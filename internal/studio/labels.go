@@ -100,8 +100,8 @@ func (s *Studio) toolLabel(ctx context.Context, agent, tool string) string {
 }
 
 func (s *Studio) listTools(ctx context.Context, agent string, tn *toolNames) {
-	st := s.agents[agent].proc.status()
-	if st.state != studioapi.StateRunning || st.upstream == nil {
+	st := s.agents[agent].proc.Status()
+	if st.State != studioapi.StateRunning || st.Upstream == nil {
 		tn.mu.Lock()
 		tn.listed = time.Now()
 		tn.mu.Unlock()
@@ -109,7 +109,7 @@ func (s *Studio) listTools(ctx context.Context, agent string, tn *toolNames) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, toolListTimeout)
 	defer cancel()
-	tools, err := s.pool.ListTools(ctx, &pool.Server{Name: agent, URL: st.upstream.String(), ProtocolVersion: pool.Protocol20251125})
+	tools, err := s.pool.ListTools(ctx, &pool.Server{Name: agent, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
 	names := make([]string, 0, len(tools))
 	for _, t := range tools {
 		names = append(names, t.Name)

@@ -119,20 +119,20 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range c.s.names {
 		m := c.s.agents[name]
-		st := m.proc.status()
+		st := m.proc.Status()
 		up := 0.0
-		if st.state == studioapi.StateRunning {
+		if st.State == studioapi.StateRunning {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descAgentUp, prometheus.GaugeValue, up, name)
 		for _, state := range allStates {
 			v := 0.0
-			if state == st.state {
+			if state == st.State {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descAgentState, prometheus.GaugeValue, v, name, string(state))
 		}
-		ch <- prometheus.MustNewConstMetric(descAgentRestarts, prometheus.CounterValue, float64(st.restarts), name)
+		ch <- prometheus.MustNewConstMetric(descAgentRestarts, prometheus.CounterValue, float64(st.Restarts), name)
 		ch <- prometheus.MustNewConstMetric(descProxySessions, prometheus.GaugeValue, float64(m.proxy.Sessions()), name)
 	}
 }
@@ -203,11 +203,11 @@ func (s *Studio) scrapeAgents(ctx context.Context) map[string]scrapeResult {
 		wg  sync.WaitGroup
 	)
 	for _, name := range s.names {
-		st := s.agents[name].proc.status()
-		if st.state != studioapi.StateRunning || st.upstream == nil {
+		st := s.agents[name].proc.Status()
+		if st.State != studioapi.StateRunning || st.Upstream == nil {
 			continue
 		}
-		u := *st.upstream
+		u := *st.Upstream
 		u.Path, u.RawPath, u.RawQuery = "/metrics", "", ""
 		wg.Go(func() {
 			fams, err := s.scrape(ctx, u.String())

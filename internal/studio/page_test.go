@@ -186,11 +186,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Restart abacus from its page.
-	pid := s.agents["abacus"].proc.status().pid
+	pid := s.agents["abacus"].proc.Status().PID
 	b.click(`#restart`)
 	b.waitFor(`[...document.querySelectorAll("#history tbody tr.event-restarted")].some(tr => tr.innerText.includes("restart from the agent page"))`, "the restart in the history")
 	b.waitFor(`document.querySelector("#agent-state").innerText === "running" && document.querySelector("#restarts").innerText === "1"`, "abacus running again")
-	if now := s.agents["abacus"].proc.status().pid; now == pid || now == 0 {
+	if now := s.agents["abacus"].proc.Status().PID; now == pid || now == 0 {
 		t.Errorf("pid %d before the restart, %d after", pid, now)
 	}
 	// Stop it, and start it again: each button is there when it can act.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
 )
 
 // redialTransport carries the proxy's requests to the agents. When the
@@ -27,16 +28,16 @@ func (t *redialTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil || !refused(err) || t.wait <= 0 {
 		return resp, err
 	}
-	proc, ok := req.Context().Value(procKey{}).(*agentProc)
+	proc, ok := req.Context().Value(procKey{}).(*supervisor.Agent)
 	if !ok || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
 		return nil, err
 	}
-	st := proc.awaitRunning(req.Context(), t.wait, req.URL.Host)
-	if st.state != studioapi.StateRunning || st.upstream == nil || st.upstream.Host == req.URL.Host {
+	st := proc.AwaitRunning(req.Context(), t.wait, req.URL.Host)
+	if st.State != studioapi.StateRunning || st.Upstream == nil || st.Upstream.Host == req.URL.Host {
 		return nil, err
 	}
 	again := req.Clone(req.Context())
-	again.URL.Host = st.upstream.Host
+	again.URL.Host = st.Upstream.Host
 	if req.GetBody != nil {
 		body, gerr := req.GetBody()
 		if gerr != nil {

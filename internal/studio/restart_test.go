@@ -45,7 +45,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 
 	for round, when := range []string{"once the agent is dead", "while the agent restarts"} {
 		before := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
-		old := s.agents["abacus"].proc.status().upstream.Host
+		old := s.agents["abacus"].proc.Status().Upstream.Host
 		if err := killPID(before.PID); err != nil {
 			t.Fatal(err)
 		}

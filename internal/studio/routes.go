@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
 )
 
 // Routing is strict and done by hand on the escaped path: ServeMux would
@@ -123,13 +124,13 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	s.observe(name, w, r, func(w http.ResponseWriter, r *http.Request) {
 		held := time.Now()
-		st := m.proc.awaitRunning(r.Context(), s.opts.RestartWait, "")
+		st := m.proc.AwaitRunning(r.Context(), s.opts.RestartWait, "")
 		noteHeld(r.Context(), time.Since(held))
-		if st.state != studioapi.StateRunning || st.upstream == nil {
+		if st.State != studioapi.StateRunning || st.Upstream == nil {
 			writeDown(w, name, st)
 			return
 		}
-		ctx := context.WithValue(r.Context(), upstreamKey{}, st.upstream)
+		ctx := context.WithValue(r.Context(), upstreamKey{}, st.Upstream)
 		ctx = context.WithValue(ctx, procKey{}, m.proc)
 		m.proxy.ServeHTTP(w, r.WithContext(ctx))
 	})
@@ -149,14 +150,14 @@ type procKey struct{}
 type upstreamKey struct{}
 
 // agentProxy returns the route to proc's current address.
-func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
-	name := proc.def.Name
+func (s *Studio) agentProxy(proc *supervisor.Agent) (*mcphttp.Handler, *continuity) {
+	name := proc.Def().Name
 	cont := newContinuity(&redialTransport{base: s.transport, wait: s.opts.RestartWait}, s.opts.SessionIdleTTL, s.logger.With("agent", name))
 	// Where an expired session is closed: the agent's current address, if
 	// it has a process (one that restarted has no such session anyway).
 	cont.closeAt = func() *url.URL {
-		if st := proc.status(); st.state == studioapi.StateRunning {
-			return st.upstream
+		if st := proc.Status(); st.State == studioapi.StateRunning {
+			return st.Upstream
 		}
 		return nil
 	}
@@ -193,18 +194,18 @@ func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 
 // writeDown answers 503 for an agent that is not running, with how long to
 // wait: until its next start, or a second while it is starting.
-func writeDown(w http.ResponseWriter, name string, st agentStatus) {
+func writeDown(w http.ResponseWriter, name string, st supervisor.Status) {
 	retry := time.Second
-	if d := time.Until(st.nextStart); st.state == studioapi.StateRestarting && d > retry {
+	if d := time.Until(st.NextStart); st.State == studioapi.StateRestarting && d > retry {
 		retry = d
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
-	msg := fmt.Sprintf("agent %s is %s", name, st.state)
-	if st.lastErr != "" {
-		msg += ": " + st.lastErr
+	msg := fmt.Sprintf("agent %s is %s", name, st.State)
+	if st.LastErr != "" {
+		msg += ": " + st.LastErr
 	}
 	mcphttp.WriteJSONRPCErrorData(w, http.StatusServiceUnavailable, nil, codeServerError, msg,
-		map[string]any{"agent": name, "state": st.state, "restarts": st.restarts})
+		map[string]any{"agent": name, "state": st.State, "restarts": st.Restarts})
 }
 
 func notFound(w http.ResponseWriter, path string) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -116,10 +117,6 @@ const EnvAgentKey = "SWITCHBOARD_AGENT_KEY"
 // forward it.
 const HeaderAgentKey = "X-Switchboard-Agent-Key"
 
-// childWaitDelay bounds how long an agent's exit waits for its output pipes
-// (see exec.Cmd.WaitDelay).
-const childWaitDelay = 2 * time.Second
-
 // maxHeaderBytes bounds a request's header: MCP sends a handful of short
 // headers.
 const maxHeaderBytes = 64 << 10
@@ -159,7 +156,7 @@ type Studio struct {
 
 // managed is an agent and its route.
 type managed struct {
-	proc  *agentProc
+	proc  *supervisor.Agent
 	proxy *mcphttp.Handler
 	// continuity keeps the proxy's sessions across the agent's restarts.
 	continuity *continuity
@@ -247,19 +244,20 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	s.delegations = newDelegationLog()
 	s.console = newConsole(o, s.delegations, keys)
 	s.metrics = newStudioMetrics(s)
-	cfg := &supervisorConfig{
-		exe:          o.Executable,
-		studioURL:    s.url,
-		logFormat:    o.LogFormat,
-		env:          o.Env,
-		startTimeout: o.StartTimeout,
-		stopTimeout:  o.StopTimeout,
-		minBackoff:   o.MinBackoff,
-		maxBackoff:   o.MaxBackoff,
-		healthyAfter: o.HealthyAfter,
-		logger:       o.Logger,
-		out:          &syncWriter{w: o.AgentOutput, tap: s.logs.add},
-		agentEnv: func(name string) []string {
+	cfg := &supervisor.Config{
+		Executable: o.Executable,
+		LogFormat:  o.LogFormat,
+		// The studio's own address last: agents reach their siblings
+		// through it, whatever Env says.
+		Env:          append(slices.Clip(o.Env), studioapi.EnvStudioURL+"="+s.url),
+		StartTimeout: o.StartTimeout,
+		StopTimeout:  o.StopTimeout,
+		MinBackoff:   o.MinBackoff,
+		MaxBackoff:   o.MaxBackoff,
+		HealthyAfter: o.HealthyAfter,
+		Logger:       o.Logger,
+		Output:       supervisor.NewOutput(o.AgentOutput, s.logs.add),
+		AgentEnv: func(name string) []string {
 			env := []string{EnvAgentKey + "=" + keys[name]}
 			if o.Token != "" {
 				// What the bundled tools/mcp.json sends, so that agents
@@ -268,10 +266,10 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 			}
 			return env
 		},
-		maxConcurrent: o.AgentMaxConcurrent,
+		MaxConcurrent: o.AgentMaxConcurrent,
 	}
 	for _, d := range defs {
-		cfg.prefixWidth = max(cfg.prefixWidth, len(d.Name))
+		cfg.PrefixWidth = max(cfg.PrefixWidth, len(d.Name))
 	}
 	for _, d := range defs {
 		dir, err := filepath.Abs(d.Dir)
@@ -280,7 +278,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 			s.pool.Close()
 			return nil, fmt.Errorf("studio: agent %s: %w", d.Name, err)
 		}
-		proc := newAgentProc(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
+		proc := supervisor.New(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
 		proxy, cont := s.agentProxy(proc)
 		s.agents[d.Name] = &managed{proc: proc, proxy: proxy, continuity: cont}
 		s.names = append(s.names, d.Name)
@@ -312,7 +310,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	for _, name := range s.names {
-		s.wg.Go(func() { s.agents[name].proc.run(runCtx) })
+		s.wg.Go(func() { s.agents[name].proc.Run(runCtx) })
 	}
 	o.Logger.Info("studio serving", "url", s.url, "agents", s.names)
 	return s, nil
@@ -427,15 +425,15 @@ func (s *Studio) Handler() http.Handler { return s.handler }
 func (s *Studio) WaitReady(ctx context.Context) error {
 	for _, name := range s.names {
 		select {
-		case <-s.agents[name].proc.firstDone:
+		case <-s.agents[name].proc.FirstDone():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	var down []string
 	for _, name := range s.names {
-		if st := s.agents[name].proc.status(); st.state != studioapi.StateRunning {
-			down = append(down, fmt.Sprintf("%s (%s: %s)", name, st.state, st.lastErr))
+		if st := s.agents[name].proc.Status(); st.State != studioapi.StateRunning {
+			down = append(down, fmt.Sprintf("%s (%s: %s)", name, st.State, st.LastErr))
 		}
 	}
 	if len(down) > 0 {
@@ -474,3 +472,33 @@ func (s *Studio) Close() error {
 	})
 	return s.closeE
 }
+
+// Restart stops agent name's process and starts it again at once.
+func (s *Studio) Restart(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.Restart(reason)
+}
+
+// Stop stops agent name until StartAgent.
+func (s *Studio) Stop(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.Stop(reason)
+}
+
+// StartAgent starts agent name again after Stop, or after it was given up.
+func (s *Studio) StartAgent(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.Start(reason)
+}
+
+// ErrUnknownAgent names an agent the studio does not run.
+var ErrUnknownAgent = errors.New("unknown agent")

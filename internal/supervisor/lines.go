@@ -1,4 +1,4 @@
-package studio
+package supervisor
 
 import (
 	"bytes"
@@ -52,17 +52,24 @@ func (w *lineWriter) flush() {
 	}
 }
 
-// syncWriter serializes whole-line writes from every child's relay onto one
-// output, as log.Logger does, so lines never interleave mid-line.
-type syncWriter struct {
+// Output serializes whole-line writes from every child's relay onto one
+// writer, as log.Logger does, so lines never interleave mid-line.
+type Output struct {
 	mu  sync.Mutex // protects w
 	w   io.Writer
-	tap func(prefix, line string) // also gets every line (the agent page's log tail); may be nil
+	tap func(agent, line string)
 }
 
-func (s *syncWriter) writeLine(prefix, line string) {
+// NewOutput writes the agents' lines to w; tap, when not nil, also gets
+// every line with the name of the agent that wrote it (the agent page's
+// log tail).
+func NewOutput(w io.Writer, tap func(agent, line string)) *Output {
+	return &Output{w: w, tap: tap}
+}
+
+func (s *Output) writeLine(agent, prefix, line string) {
 	if s.tap != nil {
-		s.tap(prefix, line)
+		s.tap(agent, line)
 	}
 	b := make([]byte, 0, len(prefix)+len(line)+1)
 	b = append(b, prefix...)

@@ -1,4 +1,10 @@
-package studio
+// Package supervisor runs agents as child processes and keeps them
+// running: `switchboard agent serve` for each agent, restarted with
+// backoff, stopped, restarted and started again on request, and reported
+// in the studio API's terms (studioapi.State, studioapi.ControlEvent). It
+// knows agent definitions and processes, nothing of HTTP or of the proxy
+// that routes to them.
+package supervisor
 
 import (
 	"context"
@@ -27,38 +33,48 @@ import (
 // a healthy period. The child leads its own process group, so stopping it
 // reaches whatever it started too (stdio MCP servers), and Pdeathsig kills
 // it if the studio dies without stopping it (SIGKILL, a crash). After
-// studioapi.GiveUpAfter failed runs in a row it is given up: no further restarts, the
-// state says so, and last_error says why. Pdeathsig
+// studioapi.GiveUpAfter failed runs in a row it is given up: no further
+// restarts, the state says so, and last_error says why. Pdeathsig
 // fires when the OS thread that forked the child exits; Go keeps its threads
 // unless a goroutine exits while locked to one, which this package never does.
 
-// supervisorConfig is what every agent's supervisor shares.
-type supervisorConfig struct {
-	exe          string
-	studioURL    string
-	logFormat    string
-	env          []string
-	startTimeout time.Duration
-	stopTimeout  time.Duration
-	minBackoff   time.Duration
-	maxBackoff   time.Duration
-	healthyAfter time.Duration
-	logger       *slog.Logger
-	out          *syncWriter
-	prefixWidth  int
+// childWaitDelay bounds how long an agent's exit waits for its output pipes
+// (see exec.Cmd.WaitDelay).
+const childWaitDelay = 2 * time.Second
 
-	// agentEnv is added to one agent's environment (its key, the token);
-	// maxConcurrent is its --max-concurrent (0: none passed).
-	agentEnv      func(name string) []string
-	maxConcurrent int
+// Config is what every agent's supervisor shares. Every field must be set
+// (the studio resolves its defaults), but for the ones said optional.
+type Config struct {
+	// Executable is the switchboard binary agents run as.
+	Executable string
+	// LogFormat is passed to each agent's --log-format.
+	LogFormat string
+	// Env is added to every agent's environment, after os.Environ().
+	Env          []string
+	StartTimeout time.Duration // how long an agent may take to listen
+	StopTimeout  time.Duration // between SIGTERM and SIGKILL
+	// MinBackoff and MaxBackoff bound the delay before restarting an agent
+	// that exited; HealthyAfter is how long a run must last for the
+	// backoff to reset.
+	MinBackoff, MaxBackoff, HealthyAfter time.Duration
+	Logger                               *slog.Logger
+	// Output gets every agent's log lines, prefixed by its name padded to
+	// PrefixWidth.
+	Output      *Output
+	PrefixWidth int
+
+	// AgentEnv, optional, is added to one agent's environment (its key,
+	// the token); MaxConcurrent is its --max-concurrent (0: none passed).
+	AgentEnv      func(name string) []string
+	MaxConcurrent int
 }
 
-// agentProc is one supervised agent.
-type agentProc struct {
+// Agent is one supervised agent.
+type Agent struct {
 	def     *agentdef.Definition
 	dir     string // absolute agent folder
 	dataDir string // absolute data directory
-	cfg     *supervisorConfig
+	cfg     *Config
 
 	firstDone chan struct{} // closed once the first start has succeeded or failed
 	firstOnce sync.Once
@@ -66,7 +82,7 @@ type agentProc struct {
 	ctl agentControl // restarts and stops asked for from the page (supervisor_control.go)
 
 	mu        sync.Mutex    // protects following fields
-	changed   chan struct{} // closed and replaced on every state change; see awaitRunning
+	changed   chan struct{} // closed and replaced on every state change; see AwaitRunning
 	state     studioapi.State
 	upstream  *url.URL // the child's /mcp; nil unless running
 	pid       int
@@ -79,14 +95,23 @@ type agentProc struct {
 	nextStart time.Time // restarting: when the next attempt begins
 }
 
-func newAgentProc(def *agentdef.Definition, dir, dataDir string, cfg *supervisorConfig) *agentProc {
-	return &agentProc{def: def, dir: dir, dataDir: dataDir, cfg: cfg, firstDone: make(chan struct{}), changed: make(chan struct{}), state: studioapi.StateStarting}
+// New returns the supervisor of the agent def, whose folder is dir (an
+// absolute path) and whose data directory is dataDir. It starts nothing:
+// Run does.
+func New(def *agentdef.Definition, dir, dataDir string, cfg *Config) *Agent {
+	return &Agent{def: def, dir: dir, dataDir: dataDir, cfg: cfg, firstDone: make(chan struct{}), changed: make(chan struct{}), state: studioapi.StateStarting}
 }
 
-func (a *agentProc) markFirst() { a.firstOnce.Do(func() { close(a.firstDone) }) }
+// Def is the agent's definition.
+func (a *Agent) Def() *agentdef.Definition { return a.def }
 
-// run keeps the agent running until ctx is done.
-func (a *agentProc) run(ctx context.Context) {
+// FirstDone is closed once the agent's first start has succeeded or failed.
+func (a *Agent) FirstDone() <-chan struct{} { return a.firstDone }
+
+func (a *Agent) markFirst() { a.firstOnce.Do(func() { close(a.firstDone) }) }
+
+// Run keeps the agent running until ctx is done, then stops it and returns.
+func (a *Agent) Run(ctx context.Context) {
 	defer func() {
 		a.mu.Lock()
 		a.state, a.upstream, a.pid = studioapi.StateStopped, nil, 0
@@ -104,11 +129,11 @@ func (a *agentProc) run(ctx context.Context) {
 			failures = 0
 			continue
 		}
-		if ranFor >= a.cfg.healthyAfter {
+		if ranFor >= a.cfg.HealthyAfter {
 			failures = 0
 		}
 		failures++
-		delay := backoff(failures, a.cfg.minBackoff, a.cfg.maxBackoff)
+		delay := backoff(failures, a.cfg.MinBackoff, a.cfg.MaxBackoff)
 		givenUp := failures >= studioapi.GiveUpAfter
 		a.mu.Lock()
 		a.upstream, a.pid, a.failures = nil, 0, failures
@@ -129,13 +154,13 @@ func (a *agentProc) run(ctx context.Context) {
 		a.markFirst()
 		if givenUp {
 			a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventExited, Reason: lastErr + " (given up)"})
-			a.cfg.logger.Error("agent keeps failing; giving up until it is started on request", "agent", a.def.Name, "err", lastErr, "consecutive_failures", failures)
+			a.cfg.Logger.Error("agent keeps failing; giving up until it is started on request", "agent", a.def.Name, "err", lastErr, "consecutive_failures", failures)
 			// Parked as a stopped agent is: StartAgent (the page's start)
 			// tries again, with a fresh count of failures.
 			select {
 			case why := <-a.ctl.park():
 				a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventStarted, Reason: why})
-				a.cfg.logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
+				a.cfg.Logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
 				failures = 0
 				continue
 			case <-ctx.Done():
@@ -143,7 +168,7 @@ func (a *agentProc) run(ctx context.Context) {
 			}
 		}
 		a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventExited, Reason: lastErr, NextStart: time.Now().Add(delay)})
-		a.cfg.logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
+		a.cfg.Logger.Warn("agent exited; restarting", "agent", a.def.Name, "err", lastErr, "in", delay, "consecutive_failures", failures)
 
 		t := time.NewTimer(delay)
 		select {
@@ -190,9 +215,9 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 // runOnce starts the child and returns when it has exited, or when ctx is
 // done and the child has been stopped. ranFor is how long it was running
 // (listening); err says why it ended on its own.
-func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
+func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 	name := a.def.Name
-	prefix := fmt.Sprintf("%-*s | ", a.cfg.prefixWidth, name)
+	prefix := fmt.Sprintf("%-*s | ", a.cfg.PrefixWidth, name)
 	ready := make(chan *url.URL, 1)
 	stdout := &lineWriter{line: func(l string) {
 		if u, ok := parseReady(l, name); ok {
@@ -202,26 +227,26 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 			}
 			return
 		}
-		a.cfg.out.writeLine(prefix, l)
+		a.cfg.Output.writeLine(name, prefix, l)
 	}}
 	stderr := &lineWriter{line: func(l string) {
 		a.mu.Lock()
 		a.lastLine = l
 		a.mu.Unlock()
-		a.cfg.out.writeLine(prefix, l)
+		a.cfg.Output.writeLine(name, prefix, l)
 	}}
 
-	cmd := exec.Command(a.cfg.exe, "agent", "serve",
+	cmd := exec.Command(a.cfg.Executable, "agent", "serve",
 		"--agent", a.dir,
 		"--listen", "127.0.0.1:0",
 		"--data-dir", a.dataDir,
-		"--log-format", a.cfg.logFormat)
-	if a.cfg.maxConcurrent > 0 {
-		cmd.Args = append(cmd.Args, "--max-concurrent", strconv.Itoa(a.cfg.maxConcurrent))
+		"--log-format", a.cfg.LogFormat)
+	if a.cfg.MaxConcurrent > 0 {
+		cmd.Args = append(cmd.Args, "--max-concurrent", strconv.Itoa(a.cfg.MaxConcurrent))
 	}
-	cmd.Env = append(append(os.Environ(), a.cfg.env...), studioapi.EnvStudioURL+"="+a.cfg.studioURL)
-	if a.cfg.agentEnv != nil {
-		cmd.Env = append(cmd.Env, a.cfg.agentEnv(a.def.Name)...)
+	cmd.Env = append(os.Environ(), a.cfg.Env...)
+	if a.cfg.AgentEnv != nil {
+		cmd.Env = append(cmd.Env, a.cfg.AgentEnv(a.def.Name)...)
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -240,7 +265,7 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 	a.upstream, a.pid, a.lastLine = nil, 0, ""
 	a.mu.Unlock()
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting %s: %w", a.cfg.exe, err)
+		return 0, fmt.Errorf("starting %s: %w", a.cfg.Executable, err)
 	}
 	pid := cmd.Process.Pid
 	a.mu.Lock()
@@ -257,7 +282,7 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 		exited <- err
 	}()
 
-	start := time.NewTimer(a.cfg.startTimeout)
+	start := time.NewTimer(a.cfg.StartTimeout)
 	defer start.Stop()
 	select {
 	case u := <-ready:
@@ -267,13 +292,13 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 		a.changedLocked()
 		a.mu.Unlock()
 		a.markFirst()
-		a.cfg.logger.Info("agent running", "agent", name, "pid", pid, "upstream", u.String())
+		a.cfg.Logger.Info("agent running", "agent", name, "pid", pid, "upstream", u.String())
 	case err := <-exited:
 		killGroup(pid)
 		return 0, fmt.Errorf("exited before it was ready: %w", exitError(err))
 	case <-start.C:
 		a.stop(pid, exited)
-		return 0, fmt.Errorf("did not print its listening line within %v", a.cfg.startTimeout)
+		return 0, fmt.Errorf("did not print its listening line within %v", a.cfg.StartTimeout)
 	case <-ctx.Done():
 		a.stop(pid, exited)
 		return 0, nil
@@ -292,14 +317,14 @@ func (a *agentProc) runOnce(ctx context.Context) (ranFor time.Duration, err erro
 
 // stop asks the child's process group to terminate, waits up to stopTimeout,
 // then kills it.
-func (a *agentProc) stop(pid int, exited <-chan error) {
+func (a *Agent) stop(pid int, exited <-chan error) {
 	syscall.Kill(-pid, syscall.SIGTERM)
-	t := time.NewTimer(a.cfg.stopTimeout)
+	t := time.NewTimer(a.cfg.StopTimeout)
 	defer t.Stop()
 	select {
 	case <-exited:
 	case <-t.C:
-		a.cfg.logger.Warn("agent did not stop in time; killing it", "agent", a.def.Name, "pid", pid, "after", a.cfg.stopTimeout)
+		a.cfg.Logger.Warn("agent did not stop in time; killing it", "agent", a.def.Name, "pid", pid, "after", a.cfg.StopTimeout)
 		syscall.Kill(-pid, syscall.SIGKILL)
 		<-exited
 	}
@@ -330,13 +355,13 @@ func parseReady(line, name string) (*url.URL, bool) {
 	return u, true
 }
 
-// changedLocked wakes everyone waiting in awaitRunning. a.mu must be held.
-func (a *agentProc) changedLocked() {
+// changedLocked wakes everyone waiting in AwaitRunning. a.mu must be held.
+func (a *Agent) changedLocked() {
 	close(a.changed)
 	a.changed = make(chan struct{})
 }
 
-// awaitRunning returns the agent's status once it is running, or as it is
+// AwaitRunning returns the agent's status once it is running, or as it is
 // when waiting makes no sense: it is stopped, its next start is further off
 // than the wait allows, max has passed, or ctx is done.
 //
@@ -348,10 +373,10 @@ func (a *agentProc) changedLocked() {
 //
 // gone, when not empty, is an address the agent is known not to listen on
 // any more (a connection to it was refused): a "running" state still naming
-// it is stale, and awaitRunning waits past it.
-func (a *agentProc) awaitRunning(ctx context.Context, max time.Duration, gone string) agentStatus {
+// it is stale, and AwaitRunning waits past it.
+func (a *Agent) AwaitRunning(ctx context.Context, max time.Duration, gone string) Status {
 	if max <= 0 {
-		return a.status()
+		return a.Status()
 	}
 	deadline := time.NewTimer(max)
 	defer deadline.Stop()
@@ -362,46 +387,48 @@ func (a *agentProc) awaitRunning(ctx context.Context, max time.Duration, gone st
 		changed := a.changed
 		a.mu.Unlock()
 		switch {
-		case st.state == studioapi.StateRunning && st.upstream != nil && st.upstream.Host != gone,
-			st.state == studioapi.StateStopped, st.state == studioapi.StateGivenUp,
+		case st.State == studioapi.StateRunning && st.Upstream != nil && st.Upstream.Host != gone,
+			st.State == studioapi.StateStopped, st.State == studioapi.StateGivenUp,
 			// Restarting: worth waiting only if the next start is within
 			// the wait.
-			st.state == studioapi.StateRestarting && st.nextStart.After(limit):
+			st.State == studioapi.StateRestarting && st.NextStart.After(limit):
 			return st
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			return a.status()
+			return a.Status()
 		case <-ctx.Done():
-			return a.status()
+			return a.Status()
 		}
 	}
 }
 
-// status is a snapshot of the agent, taken under its lock.
-func (a *agentProc) status() agentStatus {
+// Status is a snapshot of the agent, taken under its lock.
+func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.statusLocked()
 }
 
-func (a *agentProc) statusLocked() agentStatus {
-	return agentStatus{
-		state: a.state, upstream: a.upstream, pid: a.pid,
-		restarts: a.restarts, failures: a.failures, lastErr: a.lastErr, lastErrAt: a.lastErrAt,
-		lastExit: a.lastExit, nextStart: a.nextStart,
+func (a *Agent) statusLocked() Status {
+	return Status{
+		State: a.state, Upstream: a.upstream, PID: a.pid,
+		Restarts: a.restarts, Failures: a.failures, LastErr: a.lastErr, LastErrAt: a.lastErrAt,
+		LastExit: a.lastExit, NextStart: a.nextStart,
 	}
 }
 
-type agentStatus struct {
-	state     studioapi.State
-	upstream  *url.URL
-	pid       int
-	restarts  int
-	failures  int
-	lastErr   string // current: empty while running
-	lastErrAt time.Time
-	lastExit  string // the last exit's reason, kept after recovery
-	nextStart time.Time
+// Status is where an agent is, at one moment.
+type Status struct {
+	State    studioapi.State
+	Upstream *url.URL // the child's /mcp while running
+	PID      int
+	Restarts int
+	Failures int    // consecutive failed runs
+	LastErr  string // why it last exited; empty while running
+	// LastErrAt is when; LastExit keeps the reason after it runs again.
+	LastErrAt time.Time
+	LastExit  string
+	NextStart time.Time // restarting: when the next attempt begins
 }

@@ -1,4 +1,4 @@
-package studio
+package supervisor
 
 import (
 	"context"
@@ -116,8 +116,8 @@ func (c *agentControl) recordLocked(e studioapi.ControlEvent) {
 	c.history = append(c.history, e)
 }
 
-// History returns the agent's history, newest first.
-func (c *agentControl) History() []studioapi.ControlEvent {
+// newestFirst returns the agent's history, newest first.
+func (c *agentControl) newestFirst() []studioapi.ControlEvent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]studioapi.ControlEvent, len(c.history))
@@ -167,7 +167,7 @@ func (c *agentControl) resume(reason string) error {
 // whether it did. A stop keeps the agent stopped until a start or ctx ends.
 // inBackoff says the request came while the agent waited to be started
 // again after an exit: that exit already counted the restart to come.
-func (a *agentProc) controlled(ctx context.Context, inBackoff bool) bool {
+func (a *Agent) controlled(ctx context.Context, inBackoff bool) bool {
 	req, reason := a.ctl.end()
 	switch req {
 	case requestRestart:
@@ -179,7 +179,7 @@ func (a *agentProc) controlled(ctx context.Context, inBackoff bool) bool {
 		a.changedLocked()
 		a.mu.Unlock()
 		a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventRestarted, Reason: reason})
-		a.cfg.logger.Info("agent restarted on request", "agent", a.def.Name, "reason", reason)
+		a.cfg.Logger.Info("agent restarted on request", "agent", a.def.Name, "reason", reason)
 		return true
 	case requestStop:
 		a.mu.Lock()
@@ -190,14 +190,14 @@ func (a *agentProc) controlled(ctx context.Context, inBackoff bool) bool {
 		a.changedLocked()
 		a.mu.Unlock()
 		a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventStopped, Reason: reason})
-		a.cfg.logger.Info("agent stopped on request", "agent", a.def.Name, "reason", reason)
+		a.cfg.Logger.Info("agent stopped on request", "agent", a.def.Name, "reason", reason)
 		a.ctl.mu.Lock()
 		start := a.ctl.start
 		a.ctl.mu.Unlock()
 		select {
 		case why := <-start:
 			a.ctl.record(studioapi.ControlEvent{Event: studioapi.EventStarted, Reason: why})
-			a.cfg.logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
+			a.cfg.Logger.Info("agent started on request", "agent", a.def.Name, "reason", why)
 		case <-ctx.Done():
 		}
 		return true
@@ -205,32 +205,14 @@ func (a *agentProc) controlled(ctx context.Context, inBackoff bool) bool {
 	return false
 }
 
-// Restart stops agent name's process and starts it again at once.
-func (s *Studio) Restart(name, reason string) error {
-	m, ok := s.agents[name]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
-	}
-	return m.proc.ctl.ask(requestRestart, reason)
-}
+// Restart stops the agent's process and starts it again at once.
+func (a *Agent) Restart(reason string) error { return a.ctl.ask(requestRestart, reason) }
 
-// Stop stops agent name until Start.
-func (s *Studio) Stop(name, reason string) error {
-	m, ok := s.agents[name]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
-	}
-	return m.proc.ctl.ask(requestStop, reason)
-}
+// Stop stops the agent until Start.
+func (a *Agent) Stop(reason string) error { return a.ctl.ask(requestStop, reason) }
 
-// StartAgent starts agent name again after Stop.
-func (s *Studio) StartAgent(name, reason string) error {
-	m, ok := s.agents[name]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
-	}
-	return m.proc.ctl.resume(reason)
-}
+// Start starts the agent again after Stop, or after it was given up.
+func (a *Agent) Start(reason string) error { return a.ctl.resume(reason) }
 
-// ErrUnknownAgent names an agent the studio does not run.
-var ErrUnknownAgent = errors.New("unknown agent")
+// History returns the agent's exits, restarts and stops, newest first.
+func (a *Agent) History() []studioapi.ControlEvent { return a.ctl.newestFirst() }
