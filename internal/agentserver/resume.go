@@ -49,9 +49,9 @@ const EnvResumableStreams = "SWITCHBOARD_RESUMABLE_STREAMS"
 // neither 0 nor 1.
 var errResumableValue = errors.New("want 0 (off) or 1 (on, the default)")
 
-// noResumableFromEnv reports whether the environment turns resumable
+// NoResumableFromEnv reports whether the environment turns resumable
 // streams off.
-func noResumableFromEnv() (bool, error) {
+func NoResumableFromEnv() (bool, error) {
 	switch v := os.Getenv(EnvResumableStreams); v {
 	case "", "1":
 		return false, nil

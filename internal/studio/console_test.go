@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/observe"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -162,7 +163,7 @@ func TestConsoleAPI(t *testing.T) {
 
 	var d studioapi.AgentDetail
 	c.getJSON("/api/agents/abacus", &d)
-	if d.Name != "abacus" || d.State != studioapi.StateRunning || d.PID == 0 || len(d.Logs) == 0 || len(d.Series) != seriesMinutes {
+	if d.Name != "abacus" || d.State != studioapi.StateRunning || d.PID == 0 || len(d.Logs) == 0 || len(d.Series) != observe.SeriesMinutes {
 		t.Errorf("agent detail: name %q state %s pid %d, %d log lines, %d minutes", d.Name, d.State, d.PID, len(d.Logs), len(d.Series))
 	}
 	var schema struct {
@@ -436,7 +437,7 @@ func TestConsoleMarksHeld(t *testing.T) {
 func TestPagesShowTruthfulBadges(t *testing.T) {
 	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
 	c := newAPIClient(t, s, "")
-	f := &fakeCalls{deleg: s.delegations, calls: s.calls, now: time.Now().Add(-time.Minute)}
+	f := &pageCalls{ob: s.observer, now: time.Now().Add(-time.Minute)}
 	first := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1"})
 	f.end(first, time.Millisecond, "session_not_found", "", nil)
 	retry := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1"})
@@ -585,4 +586,39 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 	if h[1].Event != studioapi.EventStarted || h[1].Reason != "once more" || h[0].Event != studioapi.EventExited {
 		t.Errorf("history after a start: %+v", h)
 	}
+}
+
+// pageCalls records calls in a studio's records the way its proxy does,
+// without HTTP (observe.Observer.Begin), for tests of what the pages show.
+type pageCalls struct {
+	ob  *observe.Observer
+	now time.Time
+}
+
+// begin starts a tools/call of tool on agent; from and depth describe the
+// chain, runID the chain's run (empty for a client's own call).
+func (f *pageCalls) begin(agent, tool, from string, depth int, runID string, args any) *observe.Recording {
+	f.now = f.now.Add(time.Millisecond)
+	raw, _ := json.Marshal(args)
+	return f.ob.Begin(observe.Call{Agent: agent, Tool: tool, From: from, Depth: depth, RunID: runID, Start: f.now, Args: raw, ArgsDigest: string(raw)})
+}
+
+// end finishes the call after d with kind ("" for success) and result.
+func (f *pageCalls) end(r *observe.Recording, d time.Duration, kind, runID string, result any) {
+	var raw []byte
+	if result != nil {
+		raw, _ = json.Marshal(result)
+	}
+	r.End(d, kind, "", runID, raw)
+}
+
+func askResult(answer, runID string) map[string]any {
+	return map[string]any{
+		"content":           []any{map[string]any{"type": "text", "text": answer}},
+		"structuredContent": map[string]any{"answer": answer, "run_id": runID, "steps": 2},
+	}
+}
+
+func textResult(text string) map[string]any {
+	return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
 }

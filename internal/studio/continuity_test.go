@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 // killAndWait SIGKILLs the agent name and waits until its new process runs.
@@ -70,7 +71,7 @@ func TestSessionSurvivesAgentRestart(t *testing.T) {
 		if cs.ID() != id {
 			t.Fatalf("round %d: the session id changed from %s to %s", round, id, cs.ID())
 		}
-		if kept, renewals := s.agents["abacus"].continuity.kept(); kept != 1 || renewals != round+1 {
+		if kept, renewals := s.agents["abacus"].continuity.Kept(); kept != 1 || renewals != round+1 {
 			t.Fatalf("round %d: continuity keeps %d sessions and renewed %d, want 1 and %d", round, kept, renewals, round+1)
 		}
 	}
@@ -105,7 +106,7 @@ func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
 			t.Errorf("alice's session presented by %s after the restart: %v, want 404", who, r)
 		}
 	}
-	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 0 {
+	if _, renewals := s.agents["abacus"].continuity.Kept(); renewals != 0 {
 		t.Errorf("another credential's request re-established alice's session (%d renewals)", renewals)
 	}
 	r, err := alice.Call(ctx, sid, 3, "tools/call", map[string]any{"name": "calculate", "arguments": map[string]any{"expression": "2+3"}})
@@ -124,7 +125,7 @@ func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
 	if r, err := alice.Call(ctx, sid, 4, "tools/list", nil); err != nil || r.Status != http.StatusNotFound {
 		t.Errorf("alice's session after her DELETE: %v %v, want 404", r, err)
 	}
-	if kept, _ := s.agents["abacus"].continuity.kept(); kept != 0 {
+	if kept, _ := s.agents["abacus"].continuity.Kept(); kept != 0 {
 		t.Errorf("continuity still keeps %d sessions after the DELETE", kept)
 	}
 }
@@ -191,8 +192,8 @@ func TestStreamLostInRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e := lost.Error(); lost.Status != http.StatusOK || len(lost.Messages) != 1 || lost.Messages[0]["id"] != float64(wantID) || e == nil || e["code"] != float64(codeOutcomeUnknown) {
-			t.Fatalf("resuming %s after the restart: %v, want call %d's error %d", eventID, lost, wantID, codeOutcomeUnknown)
+		if e := lost.Error(); lost.Status != http.StatusOK || len(lost.Messages) != 1 || lost.Messages[0]["id"] != float64(wantID) || e == nil || e["code"] != float64(pool.CodeOutcomeUnknown) {
+			t.Fatalf("resuming %s after the restart: %v, want call %d's error %d", eventID, lost, wantID, pool.CodeOutcomeUnknown)
 		}
 	}
 	first, second := call(7, "1+1"), call(9, "2+2")
@@ -214,7 +215,7 @@ func TestStreamLostInRestart(t *testing.T) {
 	if unknown.Status != http.StatusBadRequest {
 		t.Errorf("resuming an unknown stream: %v, want 400", unknown)
 	}
-	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 1 {
+	if _, renewals := s.agents["abacus"].continuity.Kept(); renewals != 1 {
 		t.Errorf("%d renewals, want 1", renewals)
 	}
 }

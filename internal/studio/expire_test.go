@@ -83,7 +83,7 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 	if n := agentSessions(t, c, s, "abacus"); n != 1 {
 		t.Fatalf("the agent has %d sessions with one client session open, want 1", n)
 	}
-	if kept, _ := s.agents["abacus"].continuity.kept(); kept != 1 {
+	if kept, _ := s.agents["abacus"].continuity.Kept(); kept != 1 {
 		t.Fatalf("continuity keeps %d sessions, want 1", kept)
 	}
 
@@ -94,7 +94,7 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 	if code, b := c.do("POST", "/api/agents/abacus/mcp", ping, mcpHdr); code != http.StatusNotFound {
 		t.Fatalf("a request on the expired session: %d %s, want 404", code, b)
 	}
-	if kept, _ := s.agents["abacus"].continuity.kept(); kept != 0 {
+	if kept, _ := s.agents["abacus"].continuity.Kept(); kept != 0 {
 		t.Errorf("continuity keeps %d sessions after the binding expired, want 0", kept)
 	}
 	deadline := time.Now().Add(10 * time.Second)

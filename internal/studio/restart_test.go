@@ -81,7 +81,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 			t.Fatalf("%s: agent %+v", when, a)
 		}
 	}
-	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 2 {
+	if _, renewals := s.agents["abacus"].continuity.Kept(); renewals != 2 {
 		t.Errorf("the studio re-established %d upstream sessions, want 2", renewals)
 	}
 	if st := p.Stats(); st.Reinitializations != 0 || st.Retries != 0 {

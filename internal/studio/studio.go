@@ -29,16 +29,17 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-run/switchboard/internal/console"
+	"github.com/switchboard-run/switchboard/internal/fleetmetrics"
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/proxy"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/supervisor"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
-
-// ReadyFormat is the line `switchboard up` prints on stdout once it serves;
-// the argument is the studio's base URL.
-const ReadyFormat = "switchboard studio listening on %s\n"
 
 // ErrTokenRequired is returned by Start when asked to listen beyond loopback
 // without a token.
@@ -74,7 +75,8 @@ type Options struct {
 	// caller's stale session gets the 404 its pool recovers from) instead of
 	// failing with a 503 that leaves the caller unsure whether anything ran.
 	RestartWait time.Duration
-	// StartTimeout bounds how long an agent may take to listen; default 30s.
+	// StartTimeout bounds how long an agent may take to listen; default
+	// DefaultStartTimeout.
 	StartTimeout time.Duration
 	// StopTimeout is how long an agent gets between SIGTERM and SIGKILL;
 	// default 10s.
@@ -107,25 +109,15 @@ type Options struct {
 // at once, far above what one person's tools ask of it.
 const DefaultAgentMaxConcurrent = 32
 
-// EnvAgentKey is set in each agent's environment to a key of its own, which
-// the bundled tools/mcp.json sends as HeaderAgentKey: the studio then knows
-// that a delegation came from the agent it started, not only that the
-// chain says so.
-const EnvAgentKey = "SWITCHBOARD_AGENT_KEY"
-
-// HeaderAgentKey carries an agent's key to the studio; the proxy does not
-// forward it.
-const HeaderAgentKey = "X-Switchboard-Agent-Key"
-
 // maxHeaderBytes bounds a request's header: MCP sends a handful of short
 // headers.
 const maxHeaderBytes = 64 << 10
 
+// DefaultStartTimeout bounds how long an agent may take to listen.
+const DefaultStartTimeout = 30 * time.Second
+
 // shutdownTimeout bounds how long Close waits for proxied requests.
 const shutdownTimeout = 5 * time.Second
-
-// listToolsTimeout bounds one agent's tools/list for /api/agents.
-const listToolsTimeout = 5 * time.Second
 
 // Studio is a running studio. Close it when done.
 type Studio struct {
@@ -140,12 +132,15 @@ type Studio struct {
 	agents    map[string]*managed // fixed after Start
 	names     []string            // sorted; fixed after Start
 
-	metrics     *studioMetrics
-	delegations *delegationLog
-	budget      *mcphttp.Budget       // the whole process's: connections, body bytes, body time
-	tools       map[string]*toolNames // by agent; fixed after Start (labels.go)
-	agentKeys   map[string]string     // agent name by its key; fixed after Start
-	console                           // runs, charts, log tails (console.go)
+	budget    *mcphttp.Budget   // the whole process's: connections, body bytes, body time
+	agentKeys map[string]string // agent name by its key; fixed after Start
+
+	// What the proxy sees, recorded (package observe); the agents' log
+	// lines; the fleet's /metrics; the pages and their API.
+	observer *observe.Observer
+	logs     *observe.Logs
+	fleet    *fleetmetrics.Fleet
+	console  *console.Console
 
 	stop    context.CancelFunc // stops the supervisors
 	wg      sync.WaitGroup     // supervisors and the server
@@ -159,7 +154,7 @@ type managed struct {
 	proc  *supervisor.Agent
 	proxy *mcphttp.Handler
 	// continuity keeps the proxy's sessions across the agent's restarts.
-	continuity *continuity
+	continuity *proxy.Continuity
 }
 
 // Start loads every agent under <Dir>/agents, listens, and starts the agents.
@@ -223,27 +218,28 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		logger:    o.Logger,
 		url:       studioURL,
 		ln:        ln,
-		transport: newTransport(),
+		transport: proxy.NewTransport(),
 		agents:    make(map[string]*managed),
 		served:    make(chan error, 1),
 		budget:    mcphttp.NewBudget(o.Budget),
-		tools:     make(map[string]*toolNames),
 		agentKeys: make(map[string]string),
 	}
 	keys := make(map[string]string) // by agent name
 	for _, d := range defs {
 		keys[d.Name] = rand.Text()
 		s.agentKeys[keys[d.Name]] = d.Name
-		s.tools[d.Name] = &toolNames{}
 	}
 	s.pool = pool.New(&pool.Options{
 		HTTPClient: &http.Client{Transport: s.transport},
 		Logger:     o.Logger.With("component", "pool"),
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
-	s.delegations = newDelegationLog()
-	s.console = newConsole(o, s.delegations, keys)
-	s.metrics = newStudioMetrics(s)
+	// What the studio keeps for its pages is scrubbed of the credentials
+	// in the environment, the token and the agents' keys.
+	scrub := newScrubber(o, keys)
+	delegations := observe.NewDelegations()
+	runs := observe.NewRuns(scrub, delegations)
+	s.logs = observe.NewLogs(scrub)
 	cfg := &supervisor.Config{
 		Executable: o.Executable,
 		LogFormat:  o.LogFormat,
@@ -256,9 +252,9 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		MaxBackoff:   o.MaxBackoff,
 		HealthyAfter: o.HealthyAfter,
 		Logger:       o.Logger,
-		Output:       supervisor.NewOutput(o.AgentOutput, s.logs.add),
+		Output:       supervisor.NewOutput(o.AgentOutput, s.logs.Add),
 		AgentEnv: func(name string) []string {
-			env := []string{EnvAgentKey + "=" + keys[name]}
+			env := []string{studioapi.EnvAgentKey + "=" + keys[name]}
 			if o.Token != "" {
 				// What the bundled tools/mcp.json sends, so that agents
 				// reach their siblings through a studio that requires it.
@@ -279,12 +275,12 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 			return nil, fmt.Errorf("studio: agent %s: %w", d.Name, err)
 		}
 		proc := supervisor.New(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
-		proxy, cont := s.agentProxy(proc)
-		s.agents[d.Name] = &managed{proc: proc, proxy: proxy, continuity: cont}
+		route, cont := s.agentProxy(proc)
+		s.agents[d.Name] = &managed{proc: proc, proxy: route, continuity: cont}
 		s.names = append(s.names, d.Name)
 	}
 	slices.Sort(s.names)
-	s.series = newSeriesLog(s.names)
+	s.wire(delegations, runs, scrub)
 	if len(defs) == 0 {
 		o.Logger.Warn("no agents found", "dir", filepath.Join(o.Dir, "agents"))
 	}
@@ -314,6 +310,83 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	}
 	o.Logger.Info("studio serving", "url", s.url, "agents", s.names)
 	return s, nil
+}
+
+// wire makes the observer, the fleet's metrics and the console of the
+// agents s runs.
+func (s *Studio) wire(delegations *observe.Delegations, runs *observe.Runs, scrub *logging.Scrubber) {
+	tools := observe.NewTools(s.names, s.listTools)
+	fleet := make([]fleetmetrics.Agent, 0, len(s.names))
+	procs := make(map[string]*supervisor.Agent, len(s.names))
+	for _, name := range s.names {
+		m := s.agents[name]
+		fleet = append(fleet, fleetmetrics.Agent{Name: name, Proc: m.proc, Sessions: m.proxy.Sessions})
+		procs[name] = m.proc
+	}
+	s.fleet = fleetmetrics.New(&fleetmetrics.Options{
+		Agents:    fleet,
+		Transport: s.transport,
+		PoolStats: s.pool.Stats,
+		Logger:    s.logger,
+	})
+	series := observe.NewSeries(s.names)
+	s.observer = &observe.Observer{
+		Budget:  s.budget,
+		MaxBody: s.opts.MaxBodyBytes,
+		RefusesUnread: func(agent string, r *http.Request) bool {
+			m := s.agents[agent]
+			return m != nil && m.proxy.RefusesUnread(r)
+		},
+		AgentOfKey:  s.agentKeyOf,
+		Delegations: delegations,
+		Runs:        runs,
+		Series:      series,
+		Metrics:     observe.NewMetrics(s.fleet.Registerer(), tools),
+	}
+	s.console = console.New(&console.Options{
+		URL:         s.url,
+		Names:       s.names,
+		Procs:       procs,
+		Token:       s.opts.Token,
+		Pool:        s.pool,
+		Tools:       tools,
+		Pools:       s.fleet.Pools,
+		Delegations: delegations,
+		Runs:        runs,
+		Series:      series,
+		Logs:        s.logs,
+		Scrub:       scrub,
+		Logger:      s.logger,
+	})
+}
+
+// newScrubber redacts the credentials in the environment (the studio's and
+// the agents'), the token and the agents' keys.
+func newScrubber(o Options, agentKeys map[string]string) *logging.Scrubber {
+	secrets := logging.SecretsFromEnv(append(os.Environ(), o.Env...))
+	if o.Token != "" {
+		secrets = append(secrets, o.Token)
+	}
+	for _, k := range agentKeys {
+		secrets = append(secrets, k)
+	}
+	return logging.NewScrubber(secrets)
+}
+
+// listTools lists agent's tools for the metrics' tool label: through the
+// studio's pool, straight to the agent, never through the studio's own
+// routes.
+func (s *Studio) listTools(ctx context.Context, agent string) ([]string, error) {
+	st := s.agents[agent].proc.Status()
+	if st.State != studioapi.StateRunning || st.Upstream == nil {
+		return nil, fmt.Errorf("agent %s is %s", agent, st.State)
+	}
+	tools, err := s.pool.ListTools(ctx, &pool.Server{Name: agent, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return names, err
 }
 
 func resolve(opts *Options) (Options, error) {
@@ -359,7 +432,7 @@ func resolve(opts *Options) (Options, error) {
 	if o.RestartWait == 0 {
 		o.RestartWait = 10 * time.Second
 	}
-	def(&o.StartTimeout, 30*time.Second)
+	def(&o.StartTimeout, DefaultStartTimeout)
 	def(&o.StopTimeout, 10*time.Second)
 	def(&o.MinBackoff, 250*time.Millisecond)
 	def(&o.MaxBackoff, 30*time.Second)
@@ -400,14 +473,21 @@ func checkExposure(listen, token string) error {
 func (s *Studio) URL() string { return s.url }
 
 // AgentURL is the proxied MCP endpoint of agent name.
-func (s *Studio) AgentURL(name string) string { return s.url + "/api/agents/" + name + "/mcp" }
+func (s *Studio) AgentURL(name string) string { return s.console.AgentURL(name) }
 
-// maxBody is the bound of a proxied request body.
-func (s *Studio) maxBody() int64 { return s.opts.MaxBodyBytes }
+// Agents returns every agent's state, sorted by name, without tools: it
+// does no I/O.
+func (s *Studio) Agents() []studioapi.AgentInfo { return s.console.Agents() }
+
+// Delegations returns the most recent tools/calls the proxy forwarded (at
+// most n), newest first.
+func (s *Studio) Delegations(n int) []studioapi.Delegation {
+	return s.observer.Delegations.Recent(n)
+}
 
 // agentKeyOf returns the agent whose key r carries, or "".
 func (s *Studio) agentKeyOf(r *http.Request) string {
-	k := r.Header.Get(HeaderAgentKey)
+	k := r.Header.Get(studioapi.HeaderAgentKey)
 	if k == "" {
 		return ""
 	}
@@ -461,7 +541,7 @@ func (s *Studio) Close() error {
 		}
 		s.wg.Wait()
 		for _, m := range s.agents {
-			m.continuity.wait() // the DELETEs of expired sessions still going
+			m.continuity.Wait() // the DELETEs of expired sessions still going
 		}
 		if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("studio: serving: %w", err))

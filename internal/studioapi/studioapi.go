@@ -24,6 +24,16 @@ const EnvStudioURL = "SWITCHBOARD_STUDIO_URL"
 // token from, and clients the token they send.
 const EnvToken = "SWITCHBOARD_TOKEN"
 
+// EnvAgentKey is set in each agent's environment to a key of its own, which
+// the bundled tools/mcp.json sends as HeaderAgentKey: the studio then knows
+// that a delegation came from the agent it started, not only that the
+// chain says so.
+const EnvAgentKey = "SWITCHBOARD_AGENT_KEY"
+
+// HeaderAgentKey carries an agent's key to the studio; the proxy does not
+// forward it.
+const HeaderAgentKey = "X-Switchboard-Agent-Key"
+
 // DefaultListen is where `switchboard up` listens by default.
 const DefaultListen = "127.0.0.1:54321"
 

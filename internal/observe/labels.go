@@ -1,4 +1,4 @@
-package studio
+package observe
 
 import (
 	"context"
@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-
-	"github.com/switchboard-run/switchboard/internal/studioapi"
-	"github.com/switchboard-run/switchboard/pool"
 )
 
 // Metric labels come only from bounded sets (the Prometheus docs: never
@@ -57,6 +54,12 @@ const toolListTimeout = 2 * time.Second
 // maxKnownTools bounds one agent's known tool names, whatever it lists.
 const maxKnownTools = 512
 
+// Tools knows the tools each agent lists, for the tool label.
+type Tools struct {
+	list   func(ctx context.Context, agent string) ([]string, error)
+	agents map[string]*toolNames // fixed at NewTools
+}
+
 // toolNames is the set of tools one agent lists.
 type toolNames struct {
 	group singleflight.Group
@@ -66,11 +69,21 @@ type toolNames struct {
 	listed time.Time       // when; zero: never
 }
 
-// toolLabel is tool when agent lists it, else "other". An unknown name lists
-// the agent's tools again (through the studio's pool, straight to the
-// agent), at most once per toolRefreshEvery, shared by concurrent callers.
-func (s *Studio) toolLabel(ctx context.Context, agent, tool string) string {
-	tn := s.tools[agent]
+// NewTools knows the tools of the agents names, listed by list (an error:
+// the agent could not tell, for now).
+func NewTools(names []string, list func(ctx context.Context, agent string) ([]string, error)) *Tools {
+	t := &Tools{list: list, agents: make(map[string]*toolNames, len(names))}
+	for _, n := range names {
+		t.agents[n] = &toolNames{}
+	}
+	return t
+}
+
+// Label is tool when agent lists it, else "other". An unknown name lists
+// the agent's tools again (through list), at most once per
+// toolRefreshEvery, shared by concurrent callers.
+func (t *Tools) Label(ctx context.Context, agent, tool string) string {
+	tn := t.agents[agent]
 	if tn == nil {
 		return labelOther
 	}
@@ -84,7 +97,10 @@ func (s *Studio) toolLabel(ctx context.Context, agent, tool string) string {
 		return labelOther
 	}
 	ch := tn.group.DoChan("list", func() (any, error) {
-		s.listTools(context.WithoutCancel(ctx), agent, tn)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), toolListTimeout)
+		defer cancel()
+		names, err := t.list(ctx, agent)
+		t.Learn(agent, names, err == nil)
 		return nil, nil
 	})
 	select {
@@ -99,28 +115,10 @@ func (s *Studio) toolLabel(ctx context.Context, agent, tool string) string {
 	return labelOther
 }
 
-func (s *Studio) listTools(ctx context.Context, agent string, tn *toolNames) {
-	st := s.agents[agent].proc.Status()
-	if st.State != studioapi.StateRunning || st.Upstream == nil {
-		tn.mu.Lock()
-		tn.listed = time.Now()
-		tn.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, toolListTimeout)
-	defer cancel()
-	tools, err := s.pool.ListTools(ctx, &pool.Server{Name: agent, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
-	names := make([]string, 0, len(tools))
-	for _, t := range tools {
-		names = append(names, t.Name)
-	}
-	s.learnTools(agent, names, err == nil)
-}
-
-// learnTools records what agent listed (replace: the whole list, as from a
+// Learn records what agent listed (replace: the whole list, as from a
 // tools/list; else the names are added to what is known).
-func (s *Studio) learnTools(agent string, names []string, replace bool) {
-	tn := s.tools[agent]
+func (t *Tools) Learn(agent string, names []string, replace bool) {
+	tn := t.agents[agent]
 	if tn == nil {
 		return
 	}

@@ -1,13 +1,10 @@
-package studio
+package observe
 
 import (
 	"crypto/sha256"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -22,8 +19,8 @@ import (
 // tracing, the same run, tool and arguments) is the pool's retry on a new
 // session. Both entries say so.
 
-// recentDelegations is how many calls the studio remembers.
-const recentDelegations = 200
+// RecentDelegations is how many calls the studio remembers.
+const RecentDelegations = 200
 
 // retryWindow is how long after a 404 a repeat of the call counts as its
 // retry.
@@ -34,7 +31,9 @@ const retryWindow = 2 * time.Minute
 // it, the oldest waiting call is dropped (it simply shows no retry).
 const maxPending = 1024
 
-type delegationLog struct {
+// Delegations is the ring of the most recent tools/calls; make it with
+// NewDelegations.
+type Delegations struct {
 	mu      sync.Mutex // protects following fields
 	ring    []*studioapi.Delegation
 	next    int                       // ring index of the next write
@@ -48,12 +47,13 @@ type pendingRetry struct {
 	at  time.Time
 }
 
-func newDelegationLog() *delegationLog {
-	return &delegationLog{ring: make([]*studioapi.Delegation, recentDelegations), pending: make(map[[32]byte]pendingRetry)}
+// NewDelegations returns an empty ring of RecentDelegations calls.
+func NewDelegations() *Delegations {
+	return &Delegations{ring: make([]*studioapi.Delegation, RecentDelegations), pending: make(map[[32]byte]pendingRetry)}
 }
 
 // start records a call as it begins.
-func (l *delegationLog) start(o *observation) *studioapi.Delegation {
+func (l *Delegations) start(o *observation) *studioapi.Delegation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastID++
@@ -80,7 +80,7 @@ func (l *delegationLog) start(o *observation) *studioapi.Delegation {
 }
 
 // finish completes d with how its call ended.
-func (l *delegationLog) finish(d *studioapi.Delegation, o *observation) {
+func (l *Delegations) finish(d *studioapi.Delegation, o *observation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d.Outcome = o.outcome()
@@ -116,7 +116,7 @@ func (l *delegationLog) finish(d *studioapi.Delegation, o *observation) {
 }
 
 // Recent returns up to n recorded calls, newest first, as copies.
-func (l *delegationLog) Recent(n int) []studioapi.Delegation {
+func (l *Delegations) Recent(n int) []studioapi.Delegation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]studioapi.Delegation, 0, min(n, len(l.ring)))
@@ -128,22 +128,4 @@ func (l *delegationLog) Recent(n int) []studioapi.Delegation {
 		out = append(out, *d)
 	}
 	return out
-}
-
-// Delegations returns the most recent tools/calls the proxy forwarded (at
-// most n), newest first.
-func (s *Studio) Delegations(n int) []studioapi.Delegation { return s.delegations.Recent(n) }
-
-// serveDelegations answers GET /api/delegations[?limit=N], newest first.
-func (s *Studio) serveDelegations(w http.ResponseWriter, r *http.Request) {
-	limit := 50
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			mcphttp.WriteJSONError(w, http.StatusBadRequest, "limit must be a positive integer, got "+strconv.Quote(v))
-			return
-		}
-		limit = min(n, recentDelegations)
-	}
-	mcphttp.WriteJSON(w, http.StatusOK, s.delegations.Recent(limit))
 }

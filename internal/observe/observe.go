@@ -1,4 +1,12 @@
-package studio
+// Package observe watches what passes through the studio's proxy and keeps
+// what the console and the metrics show of it: an Observer wraps each
+// agent's route (observe.go); what it sees is recorded as recent
+// delegations (delegations.go), as runs with their hops (runs.go), as
+// per-minute series (series.go) and as Prometheus counters with labels from
+// bounded sets (metrics.go, labels.go). The agents' log lines are kept here
+// too (logs.go). It serves nothing: the console renders these records and
+// the studio serves /metrics.
+package observe
 
 import (
 	"bytes"
@@ -7,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +66,7 @@ type observation struct {
 	args        json.RawMessage // the call's arguments, for the run page
 	depth       int             // agents on the chain before the callee
 
-	// Set by the route (runs_hooks.go): how long the studio held the
+	// Set by the route (marks.go): how long the studio held the
 	// request for a (re)starting agent, and whether it re-sent it to the
 	// agent's new process.
 	held     time.Duration
@@ -102,12 +111,31 @@ const (
 	maxMessage     = 512
 )
 
-// observe runs next for a request to agent and records it.
-func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
+// Observer records every request to an agent. Its fields are set once,
+// before it serves.
+type Observer struct {
+	// Budget and MaxBody bound the read of a request body (the whole
+	// process's budget, and one body).
+	Budget  *mcphttp.Budget
+	MaxBody int64
+	// RefusesUnread, optional, reports whether agent's middleware refuses
+	// r before reading its body: then the observer does not read it either.
+	RefusesUnread func(agent string, r *http.Request) bool
+	// AgentOfKey returns the agent whose key r carries, or "".
+	AgentOfKey func(r *http.Request) string
+
+	Delegations *Delegations
+	Runs        *Runs
+	Series      *Series
+	Metrics     *Metrics
+}
+
+// Serve runs next for a request to agent and records it.
+func (ob *Observer) Serve(agent string, w http.ResponseWriter, r *http.Request, next http.HandlerFunc) {
 	o := &observation{agent: agent, method: r.Method, start: time.Now()}
 	sn := &sniffer{ResponseWriter: w}
-	if m := s.agents[agent]; m == nil || !m.proxy.RefusesUnread(r) {
-		r2, release := mcphttp.ReadRequest(w, r, s.budget, s.maxBody())
+	if ob.RefusesUnread == nil || !ob.RefusesUnread(agent, r) {
+		r2, release := mcphttp.ReadRequest(w, r, ob.Budget, ob.MaxBody)
 		defer release()
 		r = r2
 	}
@@ -116,7 +144,7 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 		o.method = "unknown"
 		if msg, ok := mcphttp.MessageFrom(r.Context()); ok {
 			o.readRequest(msg)
-			o.fromSeen = o.from != "" && s.agentKeyOf(r) == o.from
+			o.fromSeen = o.from != "" && ob.AgentOfKey(r) == o.from
 			sn.wantID = msg.ID
 			sn.parse = msg.Method != "" && msg.ID != nil
 		}
@@ -124,8 +152,8 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 	var rec *studioapi.Delegation
 	var call *callRecord
 	if o.method == "tools/call" {
-		rec = s.delegations.start(o)
-		call = s.calls.start(rec, o)
+		rec = ob.Delegations.start(o)
+		call = ob.Runs.start(rec, o)
 	}
 	// A call is recorded when its answer is known: at the end of a JSON
 	// body, or, in an SSE stream, as soon as the response passes, before
@@ -136,12 +164,12 @@ func (s *Studio) observe(agent string, w http.ResponseWriter, r *http.Request, n
 	record := func() {
 		o.duration = time.Since(o.start)
 		sn.finish(o, r.Context())
-		s.metrics.observe(r.Context(), o)
+		ob.Metrics.observe(r.Context(), o)
 		if rec != nil {
-			s.delegations.finish(rec, o)
-			s.calls.finish(call, o, sn.result)
+			ob.Delegations.finish(rec, o)
+			ob.Runs.finish(call, o, sn.result)
 		}
-		s.series.observe(o)
+		ob.Series.observe(o)
 	}
 	sn.answered = func() { once.Do(record) }
 	next(sn, withObservation(r, o))
@@ -210,7 +238,6 @@ type sniffer struct {
 	result   json.RawMessage // the JSON-RPC result, for the run page
 	rpcErr   *rpcErrorBody
 	isError  bool
-	errorMsg string
 }
 
 type rpcErrorBody struct {
@@ -395,4 +422,61 @@ func (sn *sniffer) finish(o *observation, ctx context.Context) {
 		o.kind = "no_response"
 	}
 	o.message = truncate(o.message, maxMessage)
+}
+
+// statusLabel renders an HTTP status for an error kind.
+func statusLabel(code int) string { return "http_" + strconv.Itoa(code) }
+
+// Call is what the observer learns of a tools/call from its request.
+type Call struct {
+	Agent, Tool string
+	// From is the delegating agent, Depth the agents on the chain before
+	// the callee, RunID the chain's run: all empty or zero for a client's
+	// own call.
+	From  string
+	Depth int
+	RunID string
+	Start time.Time
+	// Args are the call's arguments; ArgsDigest stands for them in the
+	// key that tells the pool's retry of a call (default: a digest of Args).
+	Args       json.RawMessage
+	ArgsDigest string
+}
+
+// Recording is a call Begin recorded as running.
+type Recording struct {
+	ob   *Observer
+	o    *observation
+	d    *studioapi.Delegation
+	call *callRecord
+}
+
+// Begin records c as Serve records a call it forwards, without HTTP, in
+// the delegations, the runs and (at End) the series; not in the metrics.
+// What the pages show of a call depends only on these records, so a test
+// or a benchmark of the pages fills them this way with thousands of calls
+// in milliseconds.
+func (ob *Observer) Begin(c Call) *Recording {
+	o := &observation{agent: c.Agent, method: "tools/call", tool: c.Tool, from: c.From, depth: c.Depth, runID: c.RunID, start: c.Start, args: c.Args, argsDigest: c.ArgsDigest}
+	if o.argsDigest == "" {
+		sum := sha256.Sum256(c.Args)
+		o.argsDigest = hex.EncodeToString(sum[:8])
+	}
+	d := ob.Delegations.start(o)
+	return &Recording{ob: ob, o: o, d: d, call: ob.Runs.start(d, o)}
+}
+
+// End records the call as ended after d with the error kind ("" for
+// success) and message, the run id its answer names, and its JSON-RPC
+// result (nil for an error).
+func (r *Recording) End(d time.Duration, kind, message, runID string, result json.RawMessage) {
+	r.o.duration, r.o.kind, r.o.message = d, kind, message
+	if runID != "" {
+		r.o.runID = runID
+	}
+	r.ob.Delegations.finish(r.d, r.o)
+	r.ob.Runs.finish(r.call, r.o, result)
+	if r.ob.Series != nil {
+		r.ob.Series.observe(r.o)
+	}
 }

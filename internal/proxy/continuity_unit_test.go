@@ -1,4 +1,4 @@
-package studio
+package proxy
 
 import (
 	"bytes"
@@ -101,8 +101,8 @@ func TestContinuityReplaysTheSessionSetup(t *testing.T) {
 	u, _ := url.Parse(upstream.URL)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	cont := newContinuity(tr, sessionIdleTTL, nil)
-	proxy := httptest.NewServer(NewProxy(u, &ProxyOptions{Transport: cont}))
+	cont := NewContinuity(tr, testSessionTTL, nil)
+	proxy := httptest.NewServer(New(u, &Options{Transport: cont}))
 	t.Cleanup(proxy.Close)
 
 	cl := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil)
@@ -136,7 +136,7 @@ func TestContinuityReplaysTheSessionSetup(t *testing.T) {
 	if got != want {
 		t.Errorf("the new upstream was sent %q, want %q", got, want)
 	}
-	if kept, renewals := cont.kept(); kept != 1 || renewals != 1 {
+	if kept, renewals := cont.Kept(); kept != 1 || renewals != 1 {
 		t.Errorf("kept %d sessions, %d renewals; want 1 and 1", kept, renewals)
 	}
 
@@ -152,7 +152,7 @@ func TestContinuityReplaysTheSessionSetup(t *testing.T) {
 	if !errors.Is(err, mcp.ErrSessionMissing) {
 		t.Fatalf("when the new upstream refuses the replay: %v, want the 404 (ErrSessionMissing)", err)
 	}
-	if kept, _ := cont.kept(); kept != 0 {
+	if kept, _ := cont.Kept(); kept != 0 {
 		t.Errorf("continuity still keeps %d sessions after giving one up", kept)
 	}
 }
@@ -171,7 +171,7 @@ func withoutEmpty(methods []string) []string {
 // the number of sessions; past either, nothing more is kept (the session
 // itself is untouched).
 func TestContinuityBounds(t *testing.T) {
-	c := newContinuity(nil, sessionIdleTTL, nil)
+	c := NewContinuity(nil, testSessionTTL, nil)
 	ks := &keptSession{initialize: make([]byte, 100), size: 100}
 	big := bytes.Repeat([]byte("x"), maxKeptBytes)
 	c.recordLocked(ks, "logging/setLevel", big, "")
@@ -218,7 +218,7 @@ func TestContinuityKeepsAtMostMaxSessions(t *testing.T) {
 		h := http.Header{"Mcp-Session-Id": {"new" + strings.Repeat("x", n)}}
 		return &http.Response{StatusCode: http.StatusOK, Header: h, Body: http.NoBody, Request: r}, nil
 	})
-	c := newContinuity(base, sessionIdleTTL, nil)
+	c := NewContinuity(base, testSessionTTL, nil)
 	now := c.now()
 	for i := range maxKeptSessions {
 		c.sessions[strings.Repeat("s", i+1)] = &keptSession{lastUsed: now}
@@ -231,13 +231,13 @@ func TestContinuityKeepsAtMostMaxSessions(t *testing.T) {
 		}
 	}
 	initialize()
-	if kept, _ := c.kept(); kept != maxKeptSessions {
+	if kept, _ := c.Kept(); kept != maxKeptSessions {
 		t.Fatalf("at the cap: %d kept, want %d", kept, maxKeptSessions)
 	}
 	if _, ok := c.sessions["newx"]; ok {
 		t.Fatal("a session past the cap was kept")
 	}
-	c.sessions["s"].lastUsed = now.Add(-2 * sessionIdleTTL)
+	c.sessions["s"].lastUsed = now.Add(-2 * testSessionTTL)
 	initialize()
 	if _, ok := c.sessions["newxx"]; !ok {
 		t.Error("an idle session was not forgotten to make room")

@@ -1,4 +1,4 @@
-package studio
+package observe
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ import (
 //     the body holds: a chain of a hundred thousand names is refused by its
 //     size before it is parsed.
 //
-//     go test -run '^$' -fuzz '^FuzzObserve$' -fuzztime 30s ./internal/studio
+//     go test -run '^$' -fuzz '^FuzzObserve$' -fuzztime 30s ./internal/observe
 func FuzzObserve(f *testing.F) {
 	names := make([]string, 100000)
 	for i := range names {

@@ -1,4 +1,8 @@
-package studio
+// Package upcmd is `switchboard up`: its flags, help and exit codes. It
+// starts the studio (package studio) with an options struct, prints the
+// ready line once the agents have had their first chance to start, and
+// stops the studio on SIGINT or SIGTERM (the cancellation of ctx).
+package upcmd
 
 import (
 	"context"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
@@ -28,8 +33,13 @@ carry (required to listen beyond loopback).
 flags:
 `
 
+// ReadyFormat is the line `switchboard up` prints on stdout once it serves;
+// the argument is the studio's base URL.
+const ReadyFormat = "switchboard studio listening on %s\n"
+
 // Main runs the command with args (after its own name) and returns the exit
-// code.
+// code: 0 after a clean shutdown, 1 when the studio cannot start or stop
+// cleanly, 2 on a usage error.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("switchboard up", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -61,7 +71,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	// Traces go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set; the agents
 	// read the same variable from the environment they inherit.
 	defer telemetry.Start(ctx, "switchboard-studio", func(msg string, err error) { logger.Warn(msg, "err", err) })()
-	s, err := Start(ctx, &Options{
+	s, err := studio.Start(ctx, &studio.Options{
 		Dir:         *dir,
 		Listen:      *listen,
 		Token:       os.Getenv(studioapi.EnvToken),
@@ -76,7 +86,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	// Say "listening" once every agent has had its first chance to start,
 	// so that whoever waits for the line finds the agents up; one that
 	// failed is reported and keeps being retried.
-	wctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout+5*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, studio.DefaultStartTimeout+5*time.Second)
 	if err := s.WaitReady(wctx); err != nil && ctx.Err() == nil {
 		logger.Warn("studio started with agents down", "err", err)
 	}

@@ -1,4 +1,4 @@
-package studio
+package observe
 
 import (
 	"math"
@@ -15,7 +15,8 @@ import (
 // session the agent no longer knew (what makes a caller re-initialize).
 // Memory is fixed: 60 buckets per agent, and the agents are fixed at start.
 
-const seriesMinutes = 60
+// SeriesMinutes is how many minutes an agent's charts show.
+const SeriesMinutes = 60
 
 // latencyBounds are the histogram's upper bounds in milliseconds; the last
 // bucket is everything above.
@@ -37,25 +38,28 @@ type minuteBucket struct {
 }
 
 type agentSeries struct {
-	buckets [seriesMinutes]minuteBucket
+	buckets [SeriesMinutes]minuteBucket
 }
 
-type seriesLog struct {
+// Series is every agent's last hour of calls, by minute; make it with
+// NewSeries.
+type Series struct {
 	now func() time.Time
 
 	mu     sync.Mutex // protects agents
 	agents map[string]*agentSeries
 }
 
-func newSeriesLog(names []string) *seriesLog {
-	l := &seriesLog{now: time.Now, agents: make(map[string]*agentSeries, len(names))}
+// NewSeries keeps the series of the agents names.
+func NewSeries(names []string) *Series {
+	l := &Series{now: time.Now, agents: make(map[string]*agentSeries, len(names))}
 	for _, n := range names {
 		l.agents[n] = &agentSeries{}
 	}
 	return l
 }
 
-func (l *seriesLog) observe(o *observation) {
+func (l *Series) observe(o *observation) {
 	minute := o.start.Unix() / 60
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -63,7 +67,7 @@ func (l *seriesLog) observe(o *observation) {
 	if a == nil {
 		return
 	}
-	b := &a.buckets[minute%seriesMinutes]
+	b := &a.buckets[minute%SeriesMinutes]
 	if b.minute > minute {
 		return // older than the hour the slot holds now
 	}
@@ -93,18 +97,18 @@ func (l *seriesLog) observe(o *observation) {
 	}
 }
 
-// Series returns agent's last hour, oldest minute first, every minute
+// Minutes returns agent's last hour, oldest minute first, every minute
 // present (zeros where nothing happened).
-func (l *seriesLog) Series(agent string) []studioapi.Minute {
+func (l *Series) Minutes(agent string) []studioapi.Minute {
 	now := l.now().Unix() / 60
-	out := make([]studioapi.Minute, 0, seriesMinutes)
+	out := make([]studioapi.Minute, 0, SeriesMinutes)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.agents[agent]
-	for m := now - seriesMinutes + 1; m <= now; m++ {
+	for m := now - SeriesMinutes + 1; m <= now; m++ {
 		p := studioapi.Minute{Time: time.Unix(m*60, 0)}
 		if a != nil {
-			if b := &a.buckets[m%seriesMinutes]; b.minute == m {
+			if b := &a.buckets[m%SeriesMinutes]; b.minute == m {
 				p.Calls, p.Errors, p.Initializes, p.Expired = b.calls, b.errors, b.initializes, b.expired
 				p.P50MS, p.P95MS, p.P99MS = percentile(b.latency, 0.50), percentile(b.latency, 0.95), percentile(b.latency, 0.99)
 			}

@@ -1,4 +1,4 @@
-package studio
+package console
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/observe"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/supervisor"
 	"github.com/switchboard-run/switchboard/pool"
@@ -27,73 +27,30 @@ import (
 // /api/agents/<name>/mcp, with the studio's pool, as any MCP client's call
 // would: it is observed, recorded as a run and counted like the others.
 
-// logTailLines is how many of an agent's log lines the page keeps.
-const logTailLines = 200
-
-// maxLogLine bounds one kept line.
-const maxLogLine = 2 << 10
-
 // callTimeout bounds a tool call made from the page.
 const callTimeout = 2 * time.Minute
 
 // maxActionBody bounds a mutating request's body.
 const maxActionBody = 1 << 20
 
-type logTails struct {
-	scrub *logging.Scrubber
-
-	mu    sync.Mutex // protects lines and total
-	lines map[string][]studioapi.LogLine
-	total map[string]int // lines ever seen per agent, for pollers
-}
-
-func newLogTails(scrub *logging.Scrubber) *logTails {
-	return &logTails{scrub: scrub, lines: make(map[string][]studioapi.LogLine), total: make(map[string]int)}
-}
-
-// add keeps a line the supervisor relays from agent name.
-func (t *logTails) add(name, line string) {
-	l := studioapi.LogLine{Time: time.Now(), Line: elide(t.scrub.String(line), maxLogLine)}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ls := t.lines[name]
-	if len(ls) >= logTailLines {
-		ls = append(ls[:0], ls[1:]...)
-	}
-	t.lines[name] = append(ls, l)
-	t.total[name]++
-}
-
-// tail returns name's kept lines, oldest first, and how many it ever wrote.
-func (t *logTails) tail(name string) ([]studioapi.LogLine, int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]studioapi.LogLine(nil), t.lines[name]...), t.total[name]
-}
-
 // AgentDetail gathers what the agent page shows; ok is false for an
 // unknown agent.
-func (s *Studio) AgentDetail(ctx context.Context, name string) (studioapi.AgentDetail, bool) {
-	m, ok := s.agents[name]
+func (s *Console) AgentDetail(ctx context.Context, name string) (studioapi.AgentDetail, bool) {
+	m, ok := s.Procs[name]
 	if !ok {
 		return studioapi.AgentDetail{}, false
 	}
-	infos, sts := s.agentInfos()
 	var d studioapi.AgentDetail
-	var st supervisor.Status
-	for i := range infos {
-		if infos[i].Name == name {
-			d.AgentInfo, st = infos[i], sts[i]
-		}
-	}
-	d.History = m.proc.History()
+	info, st := s.agent(name)
+	d.AgentInfo = info
+	d.History = m.History()
 	d.ToolSchemas = []studioapi.ToolInfo{}
 	var wg sync.WaitGroup
 	if st.State == studioapi.StateRunning && st.Upstream != nil {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, listToolsTimeout)
 			defer cancel()
-			tools, err := s.pool.ListTools(ctx, &pool.Server{Name: name, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
+			tools, err := s.Pool.ListTools(ctx, &pool.Server{Name: name, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
 			if err != nil {
 				d.ToolsError = err.Error()
 				return
@@ -112,7 +69,7 @@ func (s *Studio) AgentDetail(ctx context.Context, name string) (studioapi.AgentD
 			}
 		}
 	})
-	for _, c := range s.delegations.Recent(recentDelegations) {
+	for _, c := range s.Delegations.Recent(observe.RecentDelegations) {
 		if c.Agent == name || c.From == name {
 			d.Calls = append(d.Calls, c)
 		}
@@ -120,19 +77,19 @@ func (s *Studio) AgentDetail(ctx context.Context, name string) (studioapi.AgentD
 			break
 		}
 	}
-	d.Logs, _ = s.logs.tail(name)
-	d.Series = s.series.Series(name)
+	d.Logs, _ = s.Logs.Tail(name)
+	d.Series = s.Series.Minutes(name)
 	wg.Wait()
 	return d, true
 }
 
 // agentVersion changes when anything the agent page shows but the calls
 // changes.
-func (s *Studio) agentVersion(name string) string {
-	m := s.agents[name]
-	st := m.proc.Status()
-	_, lines := s.logs.tail(name)
-	return fmt.Sprintf("%s.%d.%d.%d.%d", st.State, st.PID, st.Restarts, len(m.proc.History()), lines)
+func (s *Console) agentVersion(name string) string {
+	m := s.Procs[name]
+	st := m.Status()
+	_, lines := s.Logs.Tail(name)
+	return fmt.Sprintf("%s.%d.%d.%d.%d", st.State, st.PID, st.Restarts, len(m.History()), lines)
 }
 
 // checkMutation admits a state-changing request only from a client that is
@@ -170,7 +127,7 @@ type actionRequest struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-func (s *Studio) serveAgentAction(w http.ResponseWriter, r *http.Request, name, action string) {
+func (s *Console) serveAgentAction(w http.ResponseWriter, r *http.Request, name, action string) {
 	if code, err := checkMutation(r); err != nil {
 		if code == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", "POST")
@@ -189,15 +146,15 @@ func (s *Studio) serveAgentAction(w http.ResponseWriter, r *http.Request, name, 
 	if reason == "" {
 		reason = "asked from the studio page"
 	}
-	reason = elide(reason, 200)
+	reason = observe.Elide(reason, 200)
 	var err error
 	switch action {
 	case "restart":
-		err = s.Restart(name, reason)
+		err = s.Procs[name].Restart(reason)
 	case "stop":
-		err = s.Stop(name, reason)
+		err = s.Procs[name].Stop(reason)
 	case "start":
-		err = s.StartAgent(name, reason)
+		err = s.Procs[name].Start(reason)
 	case "call":
 		s.serveCall(w, r, name, req)
 		return
@@ -213,7 +170,7 @@ func (s *Studio) serveAgentAction(w http.ResponseWriter, r *http.Request, name, 
 	mcphttp.WriteJSON(w, http.StatusAccepted, map[string]any{"agent": name, "action": action, "reason": reason})
 }
 
-func (s *Studio) serveCall(w http.ResponseWriter, r *http.Request, name string, req actionRequest) {
+func (s *Console) serveCall(w http.ResponseWriter, r *http.Request, name string, req actionRequest) {
 	if req.Tool == "" {
 		mcphttp.WriteJSONError(w, http.StatusBadRequest, "the body needs \"tool\": the name of the tool to call")
 		return
@@ -226,14 +183,14 @@ func (s *Studio) serveCall(w http.ResponseWriter, r *http.Request, name string, 
 		}
 	}
 	srv := &pool.Server{Name: name, URL: s.AgentURL(name), ProtocolVersion: pool.Protocol20251125}
-	if s.opts.Token != "" {
-		srv.Headers = map[string]string{"Authorization": "Bearer " + s.opts.Token}
+	if s.Token != "" {
+		srv.Headers = map[string]string{"Authorization": "Bearer " + s.Token}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	res, err := s.pool.CallTool(ctx, srv, &mcp.CallToolParams{Name: req.Tool, Arguments: args})
+	res, err := s.Pool.CallTool(ctx, srv, &mcp.CallToolParams{Name: req.Tool, Arguments: args})
 	if err != nil {
-		mcphttp.WriteJSONError(w, http.StatusBadGateway, s.scrub.String(fmt.Sprintf("calling %s on agent %s: %v", req.Tool, name, err)))
+		mcphttp.WriteJSONError(w, http.StatusBadGateway, s.Scrub.String(fmt.Sprintf("calling %s on agent %s: %v", req.Tool, name, err)))
 		return
 	}
 	raw, _ := json.Marshal(res)
@@ -245,7 +202,7 @@ func (s *Studio) serveCall(w http.ResponseWriter, r *http.Request, name string, 
 	}
 	mcphttp.WriteJSON(w, http.StatusOK, studioapi.CallResult{
 		Tool: req.Tool, IsError: res.IsError,
-		Text:   s.scrub.String(strings.Join(parts, "\n")),
-		Result: s.scrub.JSON(raw),
+		Text:   s.Scrub.String(strings.Join(parts, "\n")),
+		Result: s.Scrub.JSON(raw),
 	})
 }

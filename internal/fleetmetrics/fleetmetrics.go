@@ -1,32 +1,10 @@
-package studio
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"strconv"
-	"sync"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/switchboard-run/switchboard/internal/studioapi"
-	"github.com/switchboard-run/switchboard/internal/telemetry"
-)
-
-// The studio's /metrics is the whole fleet's, in one scrape:
+// Package fleetmetrics is the studio's /metrics: the whole fleet's, in one
+// scrape:
 //
 //   - What the studio sees itself. Every request to an agent passes through
 //     its proxy, and so does every delegation, since agents reach their
 //     siblings through the studio: calls by agent and JSON-RPC method, their
-//     latency, errors by kind, tool calls by outcome (observe.go). Then the
+//     latency, errors by kind, tool calls by outcome (package observe). Then the
 //     agents' state and restarts from the supervisor, and the studio's own
 //     pool (the one that lists tools for /api/agents).
 //   - What only an agent can see: the pool inside the agent process that
@@ -43,6 +21,30 @@ import (
 // Federating at scrape time, rather than having agents push to the studio,
 // keeps the agents free of any knowledge of the studio, and keeps the
 // numbers the agents' own: the studio holds no copy that could drift.
+package fleetmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
+	"github.com/switchboard-run/switchboard/internal/telemetry"
+	"github.com/switchboard-run/switchboard/pool"
+)
 
 // processStudio labels the studio's own families that agents also have.
 const processStudio = "studio"
@@ -50,56 +52,52 @@ const processStudio = "studio"
 // scrapeTimeout bounds the scrape of one agent's /metrics.
 const scrapeTimeout = 2 * time.Second
 
-// studioMetrics are the instruments the proxy updates, on the studio's own
-// registry (never the global one: tests run several studios in a process).
-type studioMetrics struct {
-	s            *Studio
-	reg          *prometheus.Registry
-	requests     *prometheus.CounterVec
-	duration     *prometheus.HistogramVec
-	errors       *prometheus.CounterVec
-	toolCalls    *prometheus.CounterVec
-	toolDuration *prometheus.HistogramVec
+// Agent is one agent the studio runs, as the metrics read it.
+type Agent struct {
+	Name string
+	Proc *supervisor.Agent
+	// Sessions counts the MCP sessions the proxy has bound for it.
+	Sessions func() int
 }
 
-func newStudioMetrics(s *Studio) *studioMetrics {
-	reg := prometheus.NewRegistry()
-	m := &studioMetrics{
-		s:   s,
-		reg: reg,
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: studioapi.MetricRequests,
-			Help: "Requests proxied to an agent, by agent and JSON-RPC method (GET and DELETE for the stream and session end, response for a client's answer to a server request).",
-		}, []string{"agent", "method"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    studioapi.MetricRequestDuration,
-			Help:    "Time from a POST reaching the proxy to the end of its response (the SSE stream of a tools/call included).",
-			Buckets: telemetry.DurationBuckets,
-		}, []string{"agent", "method"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: studioapi.MetricRequestErrors,
-			Help: "Proxied requests that failed, by agent, method and kind: session_not_found, agent_unavailable, upstream_error, http_<status>, rpc_error, tool_error, canceled.",
-		}, []string{"agent", "method", "kind"}),
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: studioapi.MetricToolCalls,
-			Help: "tools/call requests proxied to an agent, by agent, tool and outcome (ok or an error kind).",
-		}, []string{"agent", "tool", "outcome"}),
-		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    studioapi.MetricToolDuration,
-			Help:    "Time of a tools/call through the proxy, by agent and tool.",
-			Buckets: telemetry.DurationBuckets,
-		}, []string{"agent", "tool"}),
-	}
-	reg.MustRegister(m.requests, m.duration, m.errors, m.toolCalls, m.toolDuration)
-	reg.MustRegister(&agentCollector{s: s})
-	reg.MustRegister(telemetry.NewPoolCollector(processStudio, s.pool.Stats))
-	prometheus.WrapRegistererWith(prometheus.Labels{telemetry.LabelProcess: processStudio}, reg).MustRegister(
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+// Options configure New.
+type Options struct {
+	// Agents, sorted by name, fixed.
+	Agents []Agent
+	// Transport reaches the agents' own /metrics.
+	Transport http.RoundTripper
+	// PoolStats reads the studio's own pool.
+	PoolStats func() pool.Stats
+	Logger    *slog.Logger
 }
+
+// Fleet serves the fleet's metrics and reads the agents' pools. Its
+// registry is the studio's own (never the global one: tests run several
+// studios in a process).
+type Fleet struct {
+	o   Options
+	reg *prometheus.Registry
+}
+
+// New returns the fleet's metrics, with the agents' state, the studio's
+// pool and the studio process's runtime already registered.
+func New(opts *Options) *Fleet {
+	f := &Fleet{o: *opts, reg: prometheus.NewRegistry()}
+	if f.o.Logger == nil {
+		f.o.Logger = slog.New(slog.DiscardHandler)
+	}
+	f.reg.MustRegister(&agentCollector{agents: f.o.Agents})
+	f.reg.MustRegister(telemetry.NewPoolCollector(processStudio, f.o.PoolStats))
+	prometheus.WrapRegistererWith(prometheus.Labels{telemetry.LabelProcess: processStudio}, f.reg).MustRegister(
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return f
+}
+
+// Registerer is where the studio's other instruments (the proxy's) go.
+func (f *Fleet) Registerer() prometheus.Registerer { return f.reg }
 
 // agentCollector reports the supervisor's view of each agent at scrape time.
-type agentCollector struct{ s *Studio }
+type agentCollector struct{ agents []Agent }
 
 var (
 	descAgentUp       = prometheus.NewDesc(studioapi.MetricAgentUp, "1 when the agent is running and the proxy routes to it.", []string{"agent"}, nil)
@@ -117,9 +115,9 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, name := range c.s.names {
-		m := c.s.agents[name]
-		st := m.proc.Status()
+	for _, a := range c.agents {
+		name := a.Name
+		st := a.Proc.Status()
 		up := 0.0
 		if st.State == studioapi.StateRunning {
 			up = 1
@@ -133,49 +131,30 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descAgentState, prometheus.GaugeValue, v, name, string(state))
 		}
 		ch <- prometheus.MustNewConstMetric(descAgentRestarts, prometheus.CounterValue, float64(st.Restarts), name)
-		ch <- prometheus.MustNewConstMetric(descProxySessions, prometheus.GaugeValue, float64(m.proxy.Sessions()), name)
+		ch <- prometheus.MustNewConstMetric(descProxySessions, prometheus.GaugeValue, float64(a.Sessions()), name)
 	}
 }
 
-// observe records one proxied request in the metrics, with labels from
-// bounded sets only (labels.go): the agent is a known one (the route
-// refuses others), the method one of MCP's, the tool one the agent lists,
-// the kind one of observe.go's.
-func (m *studioMetrics) observe(ctx context.Context, o *observation) {
-	method := methodLabel(o.method)
-	m.requests.WithLabelValues(o.agent, method).Inc()
-	if o.timed {
-		m.duration.WithLabelValues(o.agent, method).Observe(o.duration.Seconds())
-	}
-	if o.kind != "" {
-		m.errors.WithLabelValues(o.agent, method, o.kind).Inc()
-	}
-	if o.method == "tools/call" {
-		tool := m.s.toolLabel(ctx, o.agent, o.tool)
-		m.toolCalls.WithLabelValues(o.agent, tool, o.outcome()).Inc()
-		m.toolDuration.WithLabelValues(o.agent, tool).Observe(o.duration.Seconds())
-	}
-}
-
-// serveMetrics serves the studio's and every running agent's metrics.
-func (s *Studio) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	g := prometheus.Gatherers{s.metrics.reg, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		return s.gatherAgents(r.Context()), nil
+// ServeHTTP serves the studio's and every running agent's metrics.
+func (f *Fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g := prometheus.Gatherers{f.reg, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return f.gatherAgents(r.Context()), nil
 	})}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }
 
 // gatherAgents scrapes every running agent's /metrics concurrently, and adds
 // switchboard_agent_metrics_up for each agent.
-func (s *Studio) gatherAgents(ctx context.Context) []*dto.MetricFamily {
-	scraped := s.scrapeAgents(ctx)
+func (f *Fleet) gatherAgents(ctx context.Context) []*dto.MetricFamily {
+	scraped := f.scrapeAgents(ctx)
 	up := &dto.MetricFamily{
 		Name: proto.String(studioapi.MetricAgentMetricsUp),
 		Help: proto.String("1 when the studio could read the agent's own /metrics in this scrape."),
 		Type: dto.MetricType_GAUGE.Enum(),
 	}
 	var out []*dto.MetricFamily
-	for _, name := range s.names {
+	for _, a := range f.o.Agents {
+		name := a.Name
 		v := 0.0
 		if res, ok := scraped[name]; ok && res.err == nil {
 			v = 1
@@ -196,23 +175,24 @@ type scrapeResult struct {
 
 // scrapeAgents reads each running agent's /metrics; an agent that is not
 // running is absent from the result.
-func (s *Studio) scrapeAgents(ctx context.Context) map[string]scrapeResult {
+func (f *Fleet) scrapeAgents(ctx context.Context) map[string]scrapeResult {
 	var (
 		mu  sync.Mutex
-		out = make(map[string]scrapeResult, len(s.names))
+		out = make(map[string]scrapeResult, len(f.o.Agents))
 		wg  sync.WaitGroup
 	)
-	for _, name := range s.names {
-		st := s.agents[name].proc.Status()
+	for _, a := range f.o.Agents {
+		name := a.Name
+		st := a.Proc.Status()
 		if st.State != studioapi.StateRunning || st.Upstream == nil {
 			continue
 		}
 		u := *st.Upstream
 		u.Path, u.RawPath, u.RawQuery = "/metrics", "", ""
 		wg.Go(func() {
-			fams, err := s.scrape(ctx, u.String())
+			fams, err := f.scrape(ctx, u.String())
 			if err != nil {
-				s.logger.Debug("scraping an agent's metrics", "agent", name, "err", err)
+				f.o.Logger.Debug("scraping an agent's metrics", "agent", name, "err", err)
 			}
 			mu.Lock()
 			out[name] = scrapeResult{fams, err}
@@ -223,7 +203,7 @@ func (s *Studio) scrapeAgents(ctx context.Context) map[string]scrapeResult {
 	return out
 }
 
-func (s *Studio) scrape(ctx context.Context, url string) ([]*dto.MetricFamily, error) {
+func (f *Fleet) scrape(ctx context.Context, url string) ([]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -231,7 +211,7 @@ func (s *Studio) scrape(ctx context.Context, url string) ([]*dto.MetricFamily, e
 		return nil, err
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeProtoDelim)))
-	resp, err := s.transport.RoundTrip(req)
+	resp, err := f.o.Transport.RoundTrip(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
@@ -255,15 +235,16 @@ func (s *Studio) scrape(ctx context.Context, url string) ([]*dto.MetricFamily, e
 
 // Pools returns the studio's pool and each running agent's, read from the
 // agents' /metrics.
-func (s *Studio) Pools(ctx context.Context) []studioapi.PoolInfo {
-	st := s.pool.Stats()
+func (f *Fleet) Pools(ctx context.Context) []studioapi.PoolInfo {
+	st := f.o.PoolStats()
 	out := []studioapi.PoolInfo{{
 		Process: processStudio, Open: int64(st.Open), InUse: int64(st.InUse), Idle: int64(st.Idle),
 		Dials: st.Dials, Reinitializations: st.Reinitializations, Retries: st.Retries, Invalidations: st.Invalidations,
 		Replays: st.Replays, Conflicts: st.Conflicts, Interrupted: st.Interrupted,
 	}}
-	scraped := s.scrapeAgents(ctx)
-	for _, name := range s.names {
+	scraped := f.scrapeAgents(ctx)
+	for _, a := range f.o.Agents {
+		name := a.Name
 		res, ok := scraped[name]
 		if !ok || res.err != nil {
 			continue
@@ -316,6 +297,3 @@ func poolFromFamilies(process string, fams []*dto.MetricFamily) studioapi.PoolIn
 	}
 	return p
 }
-
-// statusLabel renders an HTTP status for an error kind.
-func statusLabel(code int) string { return "http_" + strconv.Itoa(code) }

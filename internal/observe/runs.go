@@ -1,10 +1,8 @@
-package studio
+package observe
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
-	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -28,7 +25,7 @@ import (
 // it ends. A call joins the group that already holds any of its ids; a
 // group learning an id another group holds absorbs that group.
 //
-// Memory is bounded three ways: at most maxCalls calls (a ring; the oldest
+// Memory is bounded three ways: at most MaxCalls calls (a ring; the oldest
 // call leaves its run, and an empty run goes), each argument or result
 // kept to maxPayload bytes, and all of them together to payloadBudget,
 // past which the oldest calls keep their facts but lose their payloads.
@@ -41,7 +38,7 @@ const (
 	// maxScrubbed: larger arguments or results are not parsed for
 	// redaction (it would cost the call's caller time), so not kept.
 	maxScrubbed   = 256 << 10
-	maxCalls      = 10000
+	MaxCalls      = 10000
 	maxPayload    = 8 << 10
 	maxAnswer     = 32 << 10
 	payloadBudget = 32 << 20
@@ -49,7 +46,7 @@ const (
 
 // callRecord is one call of a run. d is shared with the delegation log,
 // which keeps updating its recovery; it is read under that log's lock
-// (delegationLog.copyOf). The rest is guarded by callLog.mu.
+// (Delegations.copyOf). The rest is guarded by Runs.mu.
 type callRecord struct {
 	d     *studioapi.Delegation
 	id    int64
@@ -79,9 +76,10 @@ type runGroup struct {
 	gone  bool          // merged into another or emptied: not in the list
 }
 
-type callLog struct {
+// Runs is every recorded call grouped into runs; make it with NewRuns.
+type Runs struct {
 	scrub  *logging.Scrubber
-	deleg  *delegationLog
+	deleg  *Delegations
 	budget int // payloadBudget
 
 	mu   sync.Mutex // protects following fields
@@ -102,18 +100,20 @@ type callLog struct {
 	gone          int         // gone runs in order
 }
 
-func newCallLog(scrub *logging.Scrubber, deleg *delegationLog) *callLog {
-	return newCallLogSized(scrub, deleg, maxCalls, payloadBudget)
+// NewRuns records runs whose calls are also in deleg; what it keeps of
+// them is redacted by scrub.
+func NewRuns(scrub *logging.Scrubber, deleg *Delegations) *Runs {
+	return newRunsSized(scrub, deleg, MaxCalls, payloadBudget)
 }
 
-// newCallLogSized is newCallLog with other bounds, for tests.
-func newCallLogSized(scrub *logging.Scrubber, deleg *delegationLog, calls, budget int) *callLog {
-	return &callLog{scrub: scrub, deleg: deleg, budget: budget, ring: make([]*callRecord, calls), runs: make(map[string]*runGroup), openRoots: make(map[*callRecord]string)}
+// newRunsSized is NewRuns with other bounds, for tests.
+func newRunsSized(scrub *logging.Scrubber, deleg *Delegations, calls, budget int) *Runs {
+	return &Runs{scrub: scrub, deleg: deleg, budget: budget, ring: make([]*callRecord, calls), runs: make(map[string]*runGroup), openRoots: make(map[*callRecord]string)}
 }
 
-// elide cuts s to at most n bytes on a rune boundary, saying how much was
+// Elide cuts s to at most n bytes on a rune boundary, saying how much was
 // cut: what the page shows of a payload says that it is not all of it.
-func elide(s string, n int) string {
+func Elide(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -124,18 +124,18 @@ func elide(s string, n int) string {
 	return s[:cut] + fmt.Sprintf("… [%d bytes more not kept]", len(s)-cut)
 }
 
-func (l *callLog) bounded(raw []byte, n int) string {
+func (l *Runs) bounded(raw []byte, n int) string {
 	if len(raw) == 0 {
 		return ""
 	}
 	if len(raw) > maxScrubbed {
 		return fmt.Sprintf("[%d bytes: too large to keep]", len(raw))
 	}
-	return elide(string(l.scrub.JSON(raw)), n)
+	return Elide(string(l.scrub.JSON(raw)), n)
 }
 
 // start records a call as it begins; d is its delegation-log entry.
-func (l *callLog) start(d *studioapi.Delegation, o *observation) *callRecord {
+func (l *Runs) start(d *studioapi.Delegation, o *observation) *callRecord {
 	c := &callRecord{d: d, id: d.ID, start: o.start, depth: o.depth, args: l.bounded(o.args, maxPayload)}
 	if o.tool == "ask" {
 		var in struct {
@@ -143,7 +143,7 @@ func (l *callLog) start(d *studioapi.Delegation, o *observation) *callRecord {
 		}
 		if json.Unmarshal(o.args, &in) == nil {
 			c.asked = true
-			c.task = elide(l.scrub.String(in.Task), maxAnswer)
+			c.task = Elide(l.scrub.String(in.Task), maxAnswer)
 		}
 	}
 	c.payload = len(c.args) + len(c.task)
@@ -174,7 +174,7 @@ func (l *callLog) start(d *studioapi.Delegation, o *observation) *callRecord {
 
 // finish completes c with the call's answer: result is the JSON-RPC result
 // (nil for an error).
-func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
+func (l *Runs) finish(c *callRecord, o *observation, result []byte) {
 	var text, answer string
 	steps := 0
 	if len(result) > maxScrubbed {
@@ -211,8 +211,8 @@ func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
 	}
 	// Redact before the lock: it is the slow part.
 	keptResult := l.bounded(result, maxPayload)
-	keptText := elide(l.scrub.String(text), maxPayload)
-	keptAnswer := elide(l.scrub.String(answer), maxAnswer)
+	keptText := Elide(l.scrub.String(text), maxPayload)
+	keptAnswer := Elide(l.scrub.String(answer), maxAnswer)
 	l.mu.Lock()
 	c.done = true
 	delete(l.openRoots, c)
@@ -241,7 +241,7 @@ func (l *callLog) finish(c *callRecord, o *observation, result []byte) {
 // run, when there is exactly one such ask to that agent: without tracing,
 // nothing else links them until the ask ends. With two or more, it waits
 // for the answers to tell.
-func (l *callLog) adoptLocked(c *callRecord, o *observation) {
+func (l *Runs) adoptLocked(c *callRecord, o *observation) {
 	if o.depth != 1 || o.from == "" || o.runID == "" || l.runs["r:"+o.runID] != nil {
 		return
 	}
@@ -263,7 +263,7 @@ func (l *callLog) adoptLocked(c *callRecord, o *observation) {
 
 // joinLocked puts c in the run its ids name, merging runs that turn out to
 // be one.
-func (l *callLog) joinLocked(c *callRecord, runID, traceID string) {
+func (l *Runs) joinLocked(c *callRecord, runID, traceID string) {
 	var keys []string
 	if runID != "" {
 		keys = append(keys, "r:"+runID)
@@ -313,7 +313,7 @@ func (l *callLog) joinLocked(c *callRecord, runID, traceID string) {
 }
 
 // mergeLocked moves every call and key of other into g.
-func (l *callLog) mergeLocked(g, other *runGroup) {
+func (l *Runs) mergeLocked(g, other *runGroup) {
 	for _, c := range other.calls {
 		c.run = g
 	}
@@ -332,7 +332,7 @@ func (l *callLog) mergeLocked(g, other *runGroup) {
 
 // dropLocked takes g out of the run list; the list is compacted once half
 // of it is gone.
-func (l *callLog) dropLocked(g *runGroup) {
+func (l *Runs) dropLocked(g *runGroup) {
 	if g.gone {
 		return
 	}
@@ -344,7 +344,7 @@ func (l *callLog) dropLocked(g *runGroup) {
 	}
 }
 
-func (l *callLog) evictLocked(c *callRecord) {
+func (l *Runs) evictLocked(c *callRecord) {
 	l.payload -= c.payload
 	delete(l.openRoots, c)
 	g := c.run
@@ -367,7 +367,7 @@ func (l *callLog) evictLocked(c *callRecord) {
 // trimLocked drops the payloads of the oldest calls while over budget.
 // The calls from the oldest up to trimmedPrefix are known trimmed, so the
 // walk starts past them.
-func (l *callLog) trimLocked() {
+func (l *Runs) trimLocked() {
 	oldest := 0 // until the ring is full, its oldest call is at 0
 	if l.ring[l.next] != nil {
 		oldest = l.next
@@ -381,7 +381,7 @@ func (l *callLog) trimLocked() {
 		l.payload -= c.payload
 		// Keep what identifies the run, short.
 		c.args, c.result, c.text = "", "", ""
-		c.task, c.answer = elide(c.task, 256), elide(c.answer, 256)
+		c.task, c.answer = Elide(c.task, 256), Elide(c.answer, 256)
 		c.payload = len(c.task) + len(c.answer)
 		l.payload += c.payload
 	}
@@ -411,7 +411,7 @@ type callView struct {
 
 // views copies the runs (all, or those filter admits by its cheap fields)
 // newest first, at most limit, and says whether there were more.
-func (l *callLog) views(match func(*runGroup) bool, limit int) ([]runView, bool) {
+func (l *Runs) views(match func(*runGroup) bool, limit int) ([]runView, bool) {
 	l.mu.Lock()
 	// Newest first: l.order is in the order the runs began.
 	var groups []*runGroup
@@ -449,7 +449,7 @@ func (l *callLog) views(match func(*runGroup) bool, limit int) ([]runView, bool)
 }
 
 // copyOf copies ds under the log's lock.
-func (l *delegationLog) copyOf(ds []*studioapi.Delegation) []studioapi.Delegation {
+func (l *Delegations) copyOf(ds []*studioapi.Delegation) []studioapi.Delegation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]studioapi.Delegation, len(ds))
@@ -458,6 +458,10 @@ func (l *delegationLog) copyOf(ds []*studioapi.Delegation) []studioapi.Delegatio
 	}
 	return out
 }
+
+// Badge says truthfully how a delegation ended, as the page shows it:
+// a label and its tone.
+func Badge(d studioapi.Delegation) (label, tone string) { return badge(d, &callRecord{}) }
 
 // badge says truthfully how a call ended.
 func badge(d studioapi.Delegation, c *callRecord) (string, string) {
@@ -505,7 +509,7 @@ func (v *runView) summary() studioapi.RunSummary {
 	s := studioapi.RunSummary{ID: v.id, Task: r.rec.task, Agent: r.Agent, Tool: r.Tool, Start: r.Start, Outcome: r.Outcome, Steps: r.rec.steps}
 	if s.Task == "" && !r.rec.asked {
 		// Not an ask: the tool and its arguments say what was asked.
-		s.Task = elide(r.Tool+" "+r.rec.args, 200)
+		s.Task = Elide(r.Tool+" "+r.rec.args, 200)
 	}
 	s.Badge, s.Tone = badge(r.Delegation, &r.rec)
 	end := r.Start
@@ -555,8 +559,8 @@ func (v *runView) full(from int) studioapi.Run {
 	return run
 }
 
-// Runs lists runs newest first.
-func (l *callLog) Runs(f RunFilter) ([]studioapi.RunSummary, bool) {
+// List lists runs newest first.
+func (l *Runs) List(f RunFilter) ([]studioapi.RunSummary, bool) {
 	q := strings.ToLower(f.Query)
 	match := func(g *runGroup) bool {
 		if f.Before > 0 && g.seq >= f.Before {
@@ -613,10 +617,10 @@ func outcomeMatches(want string, s studioapi.RunSummary) bool {
 }
 
 // Run returns run id with its first hops.
-func (l *callLog) Run(id string) (studioapi.Run, bool) { return l.RunFrom(id, 0) }
+func (l *Runs) Run(id string) (studioapi.Run, bool) { return l.RunFrom(id, 0) }
 
 // RunFrom returns run id with its hops from from on.
-func (l *callLog) RunFrom(id string, from int) (studioapi.Run, bool) {
+func (l *Runs) RunFrom(id string, from int) (studioapi.Run, bool) {
 	l.mu.Lock()
 	g := l.runs["r:"+id]
 	if g == nil {
@@ -639,65 +643,28 @@ func (l *callLog) RunFrom(id string, from int) (studioapi.Run, bool) {
 }
 
 // Version changes whenever a call starts or ends.
-func (l *callLog) Version() int64 {
+func (l *Runs) Version() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.version
 }
 
-// runFilterFrom reads the run list's query parameters.
-func runFilterFrom(r *http.Request) (RunFilter, error) {
-	q := r.URL.Query()
-	f := RunFilter{Agent: q.Get("agent"), Outcome: q.Get("outcome"), Query: q.Get("q")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return f, fmt.Errorf("limit must be a positive integer, got %q", v)
-		}
-		f.Limit = min(n, 500)
-	}
-	if v := q.Get("before"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return f, fmt.Errorf("before must be a positive integer (a run's seq), got %q", v)
-		}
-		f.Before = n
-	}
-	switch f.Outcome {
-	case "", "ok", "failed", "running", "recovered":
-	default:
-		return f, fmt.Errorf("outcome must be ok, failed, running or recovered, got %q", f.Outcome)
-	}
-	return f, nil
-}
-
-// hopsFrom reads a run's ?from=.
-func hopsFrom(r *http.Request) (int, error) {
-	v := r.URL.Query().Get("from")
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("from must be a hop number (0 or more), got %q", v)
-	}
-	return n, nil
-}
-
-func (s *Studio) runList(f RunFilter) studioapi.RunList {
-	version := s.calls.Version()
-	runs, more := s.calls.Runs(f)
+// Page is the run list f asks for, with the version it was read at and
+// the before= of the next page.
+func (l *Runs) Page(f RunFilter) studioapi.RunList {
+	version := l.Version()
+	runs, more := l.List(f)
 	list := studioapi.RunList{Runs: runs, Version: version}
 	if runs == nil {
 		list.Runs = []studioapi.RunSummary{}
 	}
 	if more && len(runs) > 0 {
-		list.Next = s.calls.seqOf(runs[len(runs)-1].ID)
+		list.Next = l.seqOf(runs[len(runs)-1].ID)
 	}
 	return list
 }
 
-func (l *callLog) seqOf(id string) int64 {
+func (l *Runs) seqOf(id string) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range []string{"r:" + id, "t:" + id, "c:" + strings.TrimPrefix(id, "call-")} {
@@ -706,37 +673,4 @@ func (l *callLog) seqOf(id string) int64 {
 		}
 	}
 	return 0
-}
-
-func (s *Studio) serveRuns(w http.ResponseWriter, r *http.Request) {
-	f, err := runFilterFrom(r)
-	if err != nil {
-		mcphttp.WriteJSONError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	mcphttp.WriteJSON(w, http.StatusOK, s.runList(f))
-}
-
-func (s *Studio) serveRun(w http.ResponseWriter, r *http.Request, id string) {
-	from, err := hopsFrom(r)
-	if err != nil {
-		mcphttp.WriteJSONError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	run, ok := s.calls.RunFrom(id, from)
-	if !ok {
-		mcphttp.WriteJSONError(w, http.StatusNotFound, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, maxCalls))
-		return
-	}
-	mcphttp.WriteJSON(w, http.StatusOK, run)
-}
-
-// indentJSON indents JSON text for reading on the run page; other text is
-// returned as it is.
-func indentJSON(s string) string {
-	var buf bytes.Buffer
-	if json.Indent(&buf, []byte(s), "", "  ") != nil {
-		return s
-	}
-	return buf.String()
 }

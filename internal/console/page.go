@@ -1,4 +1,4 @@
-package studio
+package console
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/observe"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -72,7 +73,7 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 	"iso":    func(t time.Time) string { return t.Format(time.RFC3339Nano) },
 	"indent": indentJSON,
 	"badge": func(d studioapi.Delegation) []string {
-		b, t := badge(d, &callRecord{})
+		b, t := observe.Badge(d)
 		return []string{b, t}
 	},
 	"dict": func(kv ...any) map[string]any {
@@ -88,13 +89,13 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 
 // Overview gathers the agents (with their tools), the pools and the recent
 // delegations.
-func (s *Studio) Overview(ctx context.Context) studioapi.Overview {
+func (s *Console) Overview(ctx context.Context) studioapi.Overview {
 	return studioapi.Overview{
-		URL:         s.url,
+		URL:         s.URL,
 		Time:        time.Now(),
 		Agents:      s.ListAgents(ctx),
 		Pools:       s.Pools(ctx),
-		Delegations: s.Delegations(pageDelegations),
+		Delegations: s.Delegations.Recent(pageDelegations),
 	}
 }
 
@@ -102,7 +103,7 @@ func (s *Studio) Overview(ctx context.Context) studioapi.Overview {
 type fleetPage struct {
 	studioapi.Overview
 	Runs   studioapi.RunList
-	Filter RunFilter
+	Filter observe.RunFilter
 	Names  []string
 	Query  string // the filter as a query string, for the next page's link
 }
@@ -143,7 +144,8 @@ type agentPage struct {
 	Runs studioapi.RunList
 }
 
-func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
+// ServePage serves the pages: /, /runs, /runs/<id> and /agents/<name>.
+func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
 		mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, "GET "+r.URL.EscapedPath()+" is a studio page")
@@ -171,7 +173,7 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		q.Del("fragment")
 		q.Del("before")
-		data = fleetPage{Overview: s.Overview(r.Context()), Runs: s.runList(f), Filter: f, Names: s.names, Query: q.Encode()}
+		data = fleetPage{Overview: s.Overview(r.Context()), Runs: s.Runs.Page(f), Filter: f, Names: s.Names, Query: q.Encode()}
 		name = "index"
 	case strings.HasPrefix(path, "/runs/"):
 		id := strings.TrimPrefix(path, "/runs/")
@@ -184,17 +186,17 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 			mcphttp.WriteJSONError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		run, ok := s.calls.RunFrom(id, from)
-		if !validName(id) || !ok {
-			s.pageNotFound(w, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, maxCalls))
+		run, ok := s.Runs.RunFrom(id, from)
+		if !ValidName(id) || !ok {
+			s.pageNotFound(w, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, observe.MaxCalls))
 			return
 		}
-		data = newRunPage(s.url, run)
+		data = newRunPage(s.URL, run)
 		name = "run"
 	case strings.HasPrefix(path, "/agents/"):
 		agent := strings.TrimPrefix(path, "/agents/")
-		if _, ok := s.agents[agent]; !ok || !validName(agent) {
-			s.pageNotFound(w, fmt.Sprintf("no agent %q; known agents: %s", agent, strings.Join(s.names, ", ")))
+		if _, ok := s.Procs[agent]; !ok || !ValidName(agent) {
+			s.pageNotFound(w, fmt.Sprintf("no agent %q; known agents: %s", agent, strings.Join(s.Names, ", ")))
 			return
 		}
 		etag = s.pageETag("agent", s.agentVersion(agent))
@@ -202,10 +204,10 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d, _ := s.AgentDetail(r.Context(), agent)
-		data = agentPage{URL: s.url, Time: time.Now(), AgentDetail: d, Runs: s.runList(RunFilter{Agent: agent, Limit: 10})}
+		data = agentPage{URL: s.URL, Time: time.Now(), AgentDetail: d, Runs: s.Runs.Page(observe.RunFilter{Agent: agent, Limit: 10})}
 		name = "agent"
 	default:
-		notFound(w, path)
+		NotFound(w, path)
 		return
 	}
 	if fragment {
@@ -213,7 +215,7 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf bytes.Buffer
 	if err := pageTemplate.ExecuteTemplate(&buf, name, data); err != nil {
-		s.logger.Error("rendering a studio page", "page", name, "err", err)
+		s.Logger.Error("rendering a studio page", "page", name, "err", err)
 		http.Error(w, "rendering the page failed", http.StatusInternalServerError)
 		return
 	}
@@ -224,7 +226,7 @@ func (s *Studio) servePage(w http.ResponseWriter, r *http.Request) {
 	w.Write(buf.Bytes())
 }
 
-func (s *Studio) pageNotFound(w http.ResponseWriter, msg string) {
+func (s *Console) pageNotFound(w http.ResponseWriter, msg string) {
 	var buf bytes.Buffer
 	pageTemplate.ExecuteTemplate(&buf, "notfound", map[string]string{"Message": msg})
 	pageHeaders(w)
@@ -235,9 +237,9 @@ func (s *Studio) pageNotFound(w http.ResponseWriter, msg string) {
 
 // fleetVersion changes when anything the fleet page shows changes (the
 // pools' numbers move with calls, which change the calls' version).
-func (s *Studio) fleetVersion() string {
+func (s *Console) fleetVersion() string {
 	var b strings.Builder
-	for _, n := range s.names {
+	for _, n := range s.Names {
 		b.WriteString(s.agentVersion(n))
 		b.WriteByte(',')
 	}
@@ -247,8 +249,8 @@ func (s *Studio) fleetVersion() string {
 // pageETag names what a page showed: the recorded calls' version, what
 // else it depends on, and the minute (a running run's duration and the
 // charts move with time).
-func (s *Studio) pageETag(kind, extra string) string {
-	return fmt.Sprintf(`"%s-%d-%d-%x"`, kind, s.calls.Version(), time.Now().Unix()/10, fnv32(extra))
+func (s *Console) pageETag(kind, extra string) string {
+	return fmt.Sprintf(`"%s-%d-%d-%x"`, kind, s.Runs.Version(), time.Now().Unix()/10, fnv32(extra))
 }
 
 func fnv32(s string) uint32 {
@@ -317,10 +319,6 @@ func newRunPage(url string, run studioapi.Run) runPage {
 	return p
 }
 
-func (s *Studio) serveOverview(w http.ResponseWriter, r *http.Request) {
-	mcphttp.WriteJSON(w, http.StatusOK, s.Overview(r.Context()))
-}
-
 var staticFS = func() http.Handler {
 	sub, err := fs.Sub(pageFS, "page")
 	if err != nil {
@@ -329,11 +327,11 @@ var staticFS = func() http.Handler {
 	return http.StripPrefix("/static/", http.FileServerFS(sub))
 }()
 
-// serveStatic serves the page's script and style sheet (not its templates).
-func (s *Studio) serveStatic(w http.ResponseWriter, r *http.Request) {
+// ServeStatic serves the page's script and style sheet (not its templates).
+func (s *Console) ServeStatic(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/static/")
 	if name != "studio.css" && name != "studio.js" {
-		notFound(w, r.URL.EscapedPath())
+		NotFound(w, r.URL.EscapedPath())
 		return
 	}
 	pageHeaders(w)

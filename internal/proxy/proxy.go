@@ -1,4 +1,12 @@
-package studio
+// Package proxy forwards MCP Streamable HTTP to an agent and keeps the
+// caller unaware of the agent's restarts: New and NewRouted are the reverse
+// proxy behind the mcphttp middleware (proxy.go); Redial re-sends a request
+// whose connection a dead agent refused to its new process (redial.go);
+// Continuity keeps a client's session, and tells it what became of its
+// streams, across the agent's restarts (continuity.go,
+// continuity_streams.go). What passes through is observed elsewhere
+// (package observe); which agent runs where is the supervisor's.
+package proxy
 
 import (
 	"context"
@@ -14,6 +22,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // The proxy forwards MCP Streamable HTTP to an agent. Everything it must get
@@ -31,9 +40,9 @@ import (
 //     studio, whose Host is the agent's own address.
 //   - Errors are JSON-RPC error bodies, so an MCP client shows them.
 
-// ProxyOptions configure NewProxy. The zero value of every field means its
+// Options configure New. The zero value of every field means its
 // default.
-type ProxyOptions struct {
+type Options struct {
 	// Middleware configures the mcphttp middleware in front of the proxy.
 	Middleware *mcphttp.Options
 	// Transport carries requests upstream; default a loopback-friendly clone
@@ -43,19 +52,22 @@ type ProxyOptions struct {
 	Logger *slog.Logger
 }
 
-// NewProxy returns a handler that forwards MCP Streamable HTTP requests
+// New returns a handler that forwards MCP Streamable HTTP requests
 // (POST, GET, DELETE) to upstream, the full URL of an MCP endpoint, behind
 // the mcphttp middleware. The studio uses one per agent, with the agent's
 // current address; a test can put it in front of any MCP server.
-func NewProxy(upstream *url.URL, opts *ProxyOptions) http.Handler {
-	return newProxy(func(*http.Request) (*url.URL, string) { return upstream, upstream.Host }, opts)
+func New(upstream *url.URL, opts *Options) http.Handler {
+	return NewRouted(func(*http.Request) (*url.URL, string) { return upstream, upstream.Host }, opts)
 }
 
-// targetFunc returns where a request goes and a name for it in errors.
-type targetFunc func(*http.Request) (target *url.URL, name string)
+// Target returns where a request goes and a name for it in errors.
+type Target func(*http.Request) (target *url.URL, name string)
 
-func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
-	var o ProxyOptions
+// NewRouted is New with the upstream chosen per request by target: the
+// studio's route to an agent puts the agent's current address in the
+// request's context, and its target reads it there.
+func NewRouted(target Target, opts *Options) *mcphttp.Handler {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
@@ -63,7 +75,7 @@ func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Transport == nil {
-		o.Transport = newTransport()
+		o.Transport = NewTransport()
 	}
 	logger := o.Logger
 	rp := &httputil.ReverseProxy{
@@ -77,7 +89,7 @@ func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
 			pr.Out.URL.RawPath = u.RawPath
 			pr.Out.Host = ""
 			pr.Out.Header.Del("Origin")
-			pr.Out.Header.Del(HeaderAgentKey) // the studio's to check, nobody else's to see
+			pr.Out.Header.Del(studioapi.HeaderAgentKey) // the studio's to check, nobody else's to see
 		},
 		FlushInterval: -1,
 		Transport:     o.Transport,
@@ -91,7 +103,7 @@ func newProxy(target targetFunc, opts *ProxyOptions) *mcphttp.Handler {
 			logger.Warn("proxy: upstream request failed", "agent", name, "method", r.Method, "err", err)
 			// 502: the agent did not answer. A POST that reached it may have
 			// run; a client must not assume otherwise.
-			mcphttp.WriteJSONRPCError(w, http.StatusBadGateway, nil, codeServerError,
+			mcphttp.WriteJSONRPCError(w, http.StatusBadGateway, nil, CodeServerError,
 				fmt.Sprintf("agent %s did not answer: %v", name, err))
 		},
 	}
@@ -128,10 +140,13 @@ func (l proxyErrorLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// codeServerError is JSON-RPC's implementation-defined server error.
-const codeServerError = -32000
+// CodeServerError is JSON-RPC's implementation-defined server error, the
+// code of every error the proxy (and the studio's routes) answer.
+const CodeServerError = -32000
 
-func newTransport() *http.Transport {
+// NewTransport returns the transport the proxy uses to reach agents on
+// loopback: no proxy from the environment, no keep-alive.
+func NewTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil // agents are on loopback; HTTP_PROXY must not capture them
 	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext

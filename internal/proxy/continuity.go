@@ -1,4 +1,4 @@
-package studio
+package proxy
 
 import (
 	"bufio"
@@ -44,7 +44,7 @@ import (
 // proxy's 502, outcome unknown.
 //
 // The client's session id stays valid until the client DELETEs it, or it is
-// idle past sessionIdleTTL (the proxy's middleware forgets the binding then,
+// idle past the TTL (the proxy's middleware forgets the binding then,
 // and tells continuity). The credential binding of internal/mcphttp stands:
 // a request reaches this code only after the middleware has checked that its
 // Authorization is the one that created the session, and the replayed
@@ -84,17 +84,17 @@ const maxRenewBody = 1 << 20
 // The client is told 404 and starts over, as it would without continuity.
 var errNotRenewable = errors.New("the agent refused to re-establish the session")
 
-// continuity is one agent's proxy's upstream RoundTripper; see the top of
-// this file.
-type continuity struct {
+// Continuity is one agent's proxy's upstream RoundTripper; see the top of
+// this file. Make it with NewContinuity.
+type Continuity struct {
 	base   http.RoundTripper
 	ttl    time.Duration
 	now    func() time.Time
 	logger *slog.Logger
 
-	// closeAt is where expire sends its DELETE; nil or a nil answer: the
-	// session is not closed upstream.
-	closeAt func() *url.URL
+	// CloseAt, set before the first request, is where Expire sends its
+	// DELETE; nil or a nil answer: the session is not closed upstream.
+	CloseAt func() *url.URL
 	closing sync.WaitGroup // expire's DELETEs in flight
 
 	mu       sync.Mutex              // protects following fields, and every keptSession's mutable fields
@@ -102,11 +102,13 @@ type continuity struct {
 	renewals int                     // upstream sessions re-established
 }
 
-func newContinuity(base http.RoundTripper, ttl time.Duration, logger *slog.Logger) *continuity {
+// NewContinuity returns the continuity of one agent's sessions, sent on
+// through base; a session unused for ttl is no longer kept.
+func NewContinuity(base http.RoundTripper, ttl time.Duration, logger *slog.Logger) *Continuity {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &continuity{base: base, ttl: ttl, now: time.Now, logger: logger, sessions: make(map[string]*keptSession)}
+	return &Continuity{base: base, ttl: ttl, now: time.Now, logger: logger, sessions: make(map[string]*keptSession)}
 }
 
 // keptSession is what continuity knows of one client session. Every field
@@ -153,23 +155,23 @@ func credDigest(r *http.Request) string {
 
 // forget drops the client session id (DELETEd, or expired in the
 // middleware's table).
-func (c *continuity) forget(id string) {
+func (c *Continuity) forget(id string) {
 	c.mu.Lock()
 	delete(c.sessions, id)
 	c.mu.Unlock()
 }
 
-// closeTimeout bounds expire's DELETE of one session at the agent.
+// closeTimeout bounds Expire's DELETE of one session at the agent.
 const closeTimeout = 5 * time.Second
 
-// expire ends client session id, forgotten by the proxy's middleware for
+// Expire ends client session id, forgotten by the proxy's middleware for
 // being idle past the TTL: its record here goes, and the agent is sent the
 // DELETE the client never sent, so that the agent does not hold the session
 // (its go-sdk state, its binding) until its own idle timeout. The DELETE
 // goes out of the caller's path (the middleware calls this outside its
 // lock, but on a request's goroutine), bounded by closeTimeout, tracked by
-// wait.
-func (c *continuity) expire(id string) {
+// Wait.
+func (c *Continuity) Expire(id string) {
 	c.mu.Lock()
 	up, auth := id, ""
 	if ks := c.sessions[id]; ks != nil {
@@ -177,10 +179,10 @@ func (c *continuity) expire(id string) {
 		delete(c.sessions, id)
 	}
 	c.mu.Unlock()
-	if c.closeAt == nil {
+	if c.CloseAt == nil {
 		return
 	}
-	target := c.closeAt()
+	target := c.CloseAt()
 	if target == nil {
 		return
 	}
@@ -207,18 +209,19 @@ func (c *continuity) expire(id string) {
 	})
 }
 
-// wait returns when expire's DELETEs have finished.
-func (c *continuity) wait() { c.closing.Wait() }
+// Wait returns when Expire's DELETEs have finished.
+func (c *Continuity) Wait() { c.closing.Wait() }
 
-// kept reports how many sessions continuity keeps and how many upstream
+// Kept reports how many sessions continuity keeps and how many upstream
 // sessions it has re-established.
-func (c *continuity) kept() (sessions, renewals int) {
+func (c *Continuity) Kept() (sessions, renewals int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.sessions), c.renewals
 }
 
-func (c *continuity) RoundTrip(req *http.Request) (*http.Response, error) {
+// RoundTrip sends req upstream, on the session it maps to now.
+func (c *Continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 	id := req.Header.Get(mcphttp.SessionIDHeader)
 	msg, _ := mcphttp.MessageFrom(req.Context())
 	if id == "" {
@@ -304,7 +307,7 @@ func (c *continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // outbound is req with the upstream session id; renewed drops Last-Event-ID,
 // which names an event of a stream that died with the previous process.
-func (c *continuity) outbound(req *http.Request, up string, renewed bool) *http.Request {
+func (c *Continuity) outbound(req *http.Request, up string, renewed bool) *http.Request {
 	out := req.Clone(req.Context())
 	out.Header.Set(mcphttp.SessionIDHeader, up)
 	if renewed {
@@ -320,7 +323,7 @@ func (c *continuity) outbound(req *http.Request, up string, renewed bool) *http.
 
 // answered records what a successful request set up and maps the upstream
 // session id in the response back to the client's.
-func (c *continuity) answered(req *http.Request, msg *mcphttp.Message, id string, ks *keptSession, up string, resp *http.Response, err error) (*http.Response, error) {
+func (c *Continuity) answered(req *http.Request, msg *mcphttp.Message, id string, ks *keptSession, up string, resp *http.Response, err error) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +353,7 @@ func (c *continuity) answered(req *http.Request, msg *mcphttp.Message, id string
 
 // recordLocked keeps body as the session's latest message of its kind,
 // within maxKeptBytes.
-func (c *continuity) recordLocked(ks *keptSession, method string, body []byte, version string) {
+func (c *Continuity) recordLocked(ks *keptSession, method string, body []byte, version string) {
 	if body == nil {
 		return
 	}
@@ -404,7 +407,7 @@ func (c *continuity) recordLocked(ks *keptSession, method string, body []byte, v
 }
 
 // initialize forwards a new session's initialize and keeps it.
-func (c *continuity) initialize(req *http.Request) (*http.Response, error) {
+func (c *Continuity) initialize(req *http.Request) (*http.Response, error) {
 	resp, err := c.base.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
@@ -428,13 +431,13 @@ func (c *continuity) initialize(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (c *continuity) expiredLocked(ks *keptSession) bool {
+func (c *Continuity) expiredLocked(ks *keptSession) bool {
 	return c.ttl > 0 && c.now().Sub(ks.lastUsed) > c.ttl
 }
 
 // pruneLocked drops the sessions idle past the TTL. It runs only when the
 // map is full, so its scan is bounded by the cap and rare.
-func (c *continuity) pruneLocked() {
+func (c *Continuity) pruneLocked() {
 	for id, ks := range c.sessions {
 		if c.expiredLocked(ks) {
 			delete(c.sessions, id)
@@ -447,7 +450,7 @@ func (c *continuity) pruneLocked() {
 // here establishes it, the others wait for that one. The work runs without
 // the caller's cancellation (another caller may be waiting for it), bounded
 // by renewTimeout.
-func (c *continuity) renew(ctx context.Context, ks *keptSession, failed string, sent *http.Request) (string, error) {
+func (c *Continuity) renew(ctx context.Context, ks *keptSession, failed string, sent *http.Request) (string, error) {
 	c.mu.Lock()
 	if ks.upstream != failed {
 		up := ks.upstream
@@ -490,7 +493,7 @@ func (c *continuity) renew(ctx context.Context, ks *keptSession, failed string, 
 
 // establish replays what the client sent to set its session up, on the
 // agent process that answered sent, and returns the new session's id.
-func (c *continuity) establish(ctx context.Context, ks *keptSession, sent *http.Request) (string, error) {
+func (c *Continuity) establish(ctx context.Context, ks *keptSession, sent *http.Request) (string, error) {
 	hdr := sent.Header.Clone()
 	for _, h := range []string{mcphttp.SessionIDHeader, "MCP-Protocol-Version", "Last-Event-ID", "Content-Length"} {
 		hdr.Del(h)
@@ -637,7 +640,7 @@ func continuityError(msg *mcphttp.Message, message string) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "id": id,
-		"error": map[string]any{"code": codeServerError, "message": message},
+		"error": map[string]any{"code": CodeServerError, "message": message},
 	})
 	return b
 }

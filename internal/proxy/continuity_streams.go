@@ -1,4 +1,4 @@
-package studio
+package proxy
 
 import (
 	"bytes"
@@ -115,7 +115,7 @@ func (ks *keptSession) noteStreamLocked(stream string, id json.RawMessage, up st
 
 // watchPrime wraps an SSE response's body so that its priming event, when
 // it has one, tells which stream answers request id on upstream session up.
-func (c *continuity) watchPrime(resp *http.Response, ks *keptSession, id json.RawMessage, up string) {
+func (c *Continuity) watchPrime(resp *http.Response, ks *keptSession, id json.RawMessage, up string) {
 	if id == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return
 	}
@@ -160,7 +160,7 @@ func (p *primeWatcher) Read(b []byte) (int, error) {
 // lostStream answers the resumption of a stream that died with the agent's
 // previous process; ok is false for the standalone stream, which is sent
 // again as a fresh GET.
-func (c *continuity) lostStream(req *http.Request, ks *keptSession, lastEventID string) (resp *http.Response, ok bool) {
+func (c *Continuity) lostStream(req *http.Request, ks *keptSession, lastEventID string) (resp *http.Response, ok bool) {
 	stream, valid := streamOf(lastEventID)
 	if valid && stream == "" {
 		return nil, false

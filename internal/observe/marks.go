@@ -1,4 +1,4 @@
-package studio
+package observe
 
 import (
 	"context"
@@ -21,13 +21,13 @@ func withObservation(r *http.Request, o *observation) *http.Request {
 // a hold for a restarting agent.
 const heldThreshold = 5 * time.Millisecond
 
-func noteHeld(ctx context.Context, d time.Duration) {
+func NoteHeld(ctx context.Context, d time.Duration) {
 	if o, ok := ctx.Value(observationKey{}).(*observation); ok && d >= heldThreshold {
 		o.held = d
 	}
 }
 
-func noteReplayed(ctx context.Context) {
+func NoteReplayed(ctx context.Context) {
 	if o, ok := ctx.Value(observationKey{}).(*observation); ok {
 		o.replayed = true
 	}

@@ -1,4 +1,4 @@
-package studio
+package observe
 
 import (
 	"encoding/json"
@@ -14,14 +14,14 @@ import (
 // fakeCalls drives the delegation log and the call log the way observe
 // does, without HTTP, for tests of grouping, badges and bounds.
 type fakeCalls struct {
-	deleg *delegationLog
-	calls *callLog
+	deleg *Delegations
+	calls *Runs
 	now   time.Time
 }
 
 func newFakeCalls(secrets ...string) *fakeCalls {
-	d := newDelegationLog()
-	return &fakeCalls{deleg: d, calls: newCallLog(logging.NewScrubber(secrets), d), now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	d := NewDelegations()
+	return &fakeCalls{deleg: d, calls: NewRuns(logging.NewScrubber(secrets), d), now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 }
 
 type pendingCall struct {
@@ -74,13 +74,13 @@ func TestRunsGroupAcrossProcesses(t *testing.T) {
 		f := newFakeCalls()
 		ask := f.begin("oracle", "ask", "", 0, "", map[string]string{"task": "sum it"})
 		calc := f.begin("abacus", "calculate", "oracle", 1, "R1", map[string]string{"expression": "1+1"})
-		runs, _ := f.calls.Runs(RunFilter{})
+		runs, _ := f.calls.List(RunFilter{})
 		if len(runs) != 1 || runs[0].Delegations != 1 || runs[0].Outcome != studioapi.OutcomeRunning || runs[0].Badge != "running" {
 			t.Fatalf("while running: %+v", runs)
 		}
 		f.end(calc, 2*time.Millisecond, "", "", textResult("2"))
 		f.end(ask, 5*time.Millisecond, "", "R1", askResult("It is 2.", "R1"))
-		runs, _ = f.calls.Runs(RunFilter{})
+		runs, _ = f.calls.List(RunFilter{})
 		if len(runs) != 1 || runs[0].ID != "R1" || runs[0].Task != "sum it" || runs[0].Badge != "ok" || runs[0].Steps != 2 {
 			t.Fatalf("runs %+v", runs)
 		}
@@ -97,14 +97,14 @@ func TestRunsGroupAcrossProcesses(t *testing.T) {
 		b := f.begin("oracle", "ask", "", 0, "", map[string]string{"task": "second"})
 		cb := f.begin("abacus", "calculate", "oracle", 1, "RB", map[string]string{"expression": "2"})
 		ca := f.begin("abacus", "calculate", "oracle", 1, "RA", map[string]string{"expression": "1"})
-		if runs, _ := f.calls.Runs(RunFilter{}); len(runs) != 4 {
+		if runs, _ := f.calls.List(RunFilter{}); len(runs) != 4 {
 			t.Fatalf("before the answers: %d runs, want 4 (nothing tells which is whose)", len(runs))
 		}
 		f.end(ca, time.Millisecond, "", "", textResult("1"))
 		f.end(cb, time.Millisecond, "", "", textResult("2"))
 		f.end(b, time.Millisecond, "", "RB", askResult("two", "RB"))
 		f.end(a, time.Millisecond, "", "RA", askResult("one", "RA"))
-		runs, _ := f.calls.Runs(RunFilter{})
+		runs, _ := f.calls.List(RunFilter{})
 		if len(runs) != 2 {
 			t.Fatalf("runs %+v, want 2", runs)
 		}
@@ -138,23 +138,23 @@ func TestRunBadgesTellTheTruth(t *testing.T) {
 	if run.Failures != 0 || run.Recovered != 1 {
 		t.Errorf("failures %d recovered %d", run.Failures, run.Recovered)
 	}
-	if runs, _ := f.calls.Runs(RunFilter{Outcome: "recovered"}); len(runs) != 1 {
+	if runs, _ := f.calls.List(RunFilter{Outcome: "recovered"}); len(runs) != 1 {
 		t.Errorf("outcome=recovered: %d runs", len(runs))
 	}
-	if runs, _ := f.calls.Runs(RunFilter{Outcome: "failed"}); len(runs) != 0 {
+	if runs, _ := f.calls.List(RunFilter{Outcome: "failed"}); len(runs) != 0 {
 		t.Errorf("outcome=failed: %d runs, want none", len(runs))
 	}
 
 	empty := f.begin("oracle", "ask", "", 0, "", map[string]string{"task": "do nothing"})
 	f.end(empty, time.Millisecond, "", "R2", askResult("", "R2"))
-	runs, _ := f.calls.Runs(RunFilter{Query: "do nothing"})
+	runs, _ := f.calls.List(RunFilter{Query: "do nothing"})
 	if len(runs) != 1 || runs[0].Badge != "did nothing" || runs[0].Tone != "empty" {
 		t.Errorf("an ask without an answer: %+v", runs)
 	}
 
 	failed := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1/"})
 	f.end(failed, time.Millisecond, "tool_error", "", map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": "position 2: expected a number"}}})
-	runs, _ = f.calls.Runs(RunFilter{Outcome: "failed"})
+	runs, _ = f.calls.List(RunFilter{Outcome: "failed"})
 	if len(runs) != 1 || runs[0].Badge != "tool_error" || runs[0].Tone != "warn" {
 		t.Fatalf("failed runs %+v", runs)
 	}
@@ -166,12 +166,12 @@ func TestRunBadgesTellTheTruth(t *testing.T) {
 
 // TestRunsBounded: the call log keeps at most its number of calls and its
 // budget of payload bytes, however many calls come, and secrets never enter
-// it. (The studio's own bounds, maxCalls and payloadBudget, are these
+// it. (The studio's own bounds, MaxCalls and payloadBudget, are these
 // scaled up; TestPageWithTenThousandDelegations fills them.)
 func TestRunsBounded(t *testing.T) {
 	const keep, budget = 1000, 2 << 20
 	f := newFakeCalls("hunter2-secret")
-	f.calls = newCallLogSized(f.calls.scrub, f.deleg, keep, budget)
+	f.calls = newRunsSized(f.calls.scrub, f.deleg, keep, budget)
 	// 2 KiB arguments and results: 4 MiB in all, past the budget.
 	mid := strings.Repeat("y", 2<<10)
 	big := strings.Repeat("x", maxPayload+100)
@@ -232,7 +232,7 @@ func TestRunsBounded(t *testing.T) {
 	if strings.Contains(h.Arguments, "hunter2-secret") || !strings.Contains(h.Arguments, `"password":"[REDACTED]"`) {
 		t.Errorf("arguments not redacted: %.200s", h.Arguments)
 	}
-	runs, next := l.Runs(RunFilter{Limit: 50})
+	runs, next := l.List(RunFilter{Limit: 50})
 	if len(runs) != 50 || !next {
 		t.Errorf("first page: %d runs, more %v", len(runs), next)
 	}
@@ -240,18 +240,18 @@ func TestRunsBounded(t *testing.T) {
 
 func TestElideKeepsRunes(t *testing.T) {
 	s := strings.Repeat("é", 10) // 2 bytes each
-	got := elide(s, 5)
+	got := Elide(s, 5)
 	if !strings.HasPrefix(got, "éé…") || !strings.Contains(got, "16 bytes more") {
 		t.Errorf("elide: %q", got)
 	}
-	if elide("short", 10) != "short" {
+	if Elide("short", 10) != "short" {
 		t.Error("a short string changed")
 	}
 }
 
 func TestSeriesLastHour(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 30, 15, 0, time.UTC)
-	l := newSeriesLog([]string{"abacus"})
+	l := NewSeries([]string{"abacus"})
 	l.now = func() time.Time { return now }
 	obs := func(at time.Time, method, kind string, d time.Duration) {
 		l.observe(&observation{agent: "abacus", method: method, kind: kind, start: at, duration: d})
@@ -266,8 +266,8 @@ func TestSeriesLastHour(t *testing.T) {
 	obs(now, "tools/call", "", 0)
 	l.observe(&observation{agent: "nosuch", method: "tools/call", start: now}) // not an agent: not kept
 
-	s := l.Series("abacus")
-	if len(s) != seriesMinutes || !s[len(s)-1].Time.Equal(now.Truncate(time.Minute)) {
+	s := l.Minutes("abacus")
+	if len(s) != SeriesMinutes || !s[len(s)-1].Time.Equal(now.Truncate(time.Minute)) {
 		t.Fatalf("%d minutes ending %v", len(s), s[len(s)-1].Time)
 	}
 	last, earlier := s[len(s)-1], s[len(s)-3]

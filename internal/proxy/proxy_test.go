@@ -1,4 +1,4 @@
-package studio
+package proxy
 
 import (
 	"context"
@@ -44,8 +44,8 @@ func TestProxyStreamsProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transport := newTransport()
-	proxy := httptest.NewServer(NewProxy(u, &ProxyOptions{Transport: transport}))
+	transport := NewTransport()
+	proxy := httptest.NewServer(New(u, &Options{Transport: transport}))
 	defer func() {
 		proxy.Close()
 		upstream.Close()

@@ -1,4 +1,4 @@
-package studio
+package fleetmetrics
 
 import (
 	"strings"
@@ -36,11 +36,5 @@ switchboard_pool_idempotency_total{event="interrupted"} 2
 	want := studioapi.PoolInfo{Process: "oracle", Dials: 4, Replays: 3, Conflicts: 1, Interrupted: 2}
 	if got != want {
 		t.Fatalf("poolFromFamilies = %+v, want %+v", got, want)
-	}
-	if zeroPool(studioapi.PoolInfo{Process: "x", Replays: 1}) {
-		t.Fatal("a pool with only replays counts as no traffic")
-	}
-	if !zeroPool(studioapi.PoolInfo{Process: "x"}) {
-		t.Fatal("an empty pool counts as traffic")
 	}
 }
