@@ -15,9 +15,10 @@ type DiscoverOptions struct {
 	// started. The runtime passes agentdef's Definition.CheckServer, which
 	// refuses stdio servers to an agent without allow_stdio.
 	Check func(*mcpconfig.Server) error
-	// First are servers offered before cfg's, not from an mcp.json: the
-	// runtime puts the agent's own native tools here.
-	First []*pool.Server
+	// Servers are offered before cfg's, and need not come from an
+	// mcp.json: the runtime puts the agent's own native tools here. With a
+	// nil cfg they are all that is discovered.
+	Servers []*pool.Server
 }
 
 // Discover lists the tools of every server in cfg concurrently and returns
@@ -29,7 +30,7 @@ func Discover(ctx context.Context, c Caller, cfg *mcpconfig.Config, opts *Discov
 		opts = &DiscoverOptions{}
 	}
 	var found []ServerTools
-	for _, srv := range opts.First {
+	for _, srv := range opts.Servers {
 		found = append(found, ServerTools{Server: srv})
 	}
 	if cfg != nil {
@@ -40,15 +41,6 @@ func Discover(ctx context.Context, c Caller, cfg *mcpconfig.Config, opts *Discov
 			}
 			found = append(found, st)
 		}
-	}
-	return NewToolbox(list(ctx, c, found))
-}
-
-// DiscoverServers is Discover for servers that do not come from an mcp.json.
-func DiscoverServers(ctx context.Context, c Caller, servers []*pool.Server) *Toolbox {
-	found := make([]ServerTools, len(servers))
-	for i, srv := range servers {
-		found[i].Server = srv
 	}
 	return NewToolbox(list(ctx, c, found))
 }

@@ -6,7 +6,9 @@ import "time"
 type Phase string
 
 const (
-	PhaseStart  Phase = "start"
+	// PhaseStart: the call is about to be sent to the sibling.
+	PhaseStart Phase = "start"
+	// PhaseFinish: the call ended; the Event's outcome fields are set.
 	PhaseFinish Phase = "finish"
 )
 

@@ -27,7 +27,7 @@ const testDeadline = 20 * time.Second
 
 func executor(t *testing.T, c delegation.Caller, servers ...*pool.Server) *delegation.Executor {
 	t.Helper()
-	tb := delegation.DiscoverServers(t.Context(), c, servers)
+	tb := delegation.Discover(t.Context(), c, nil, &delegation.DiscoverOptions{Servers: servers})
 	for _, u := range tb.Unavailable() {
 		t.Fatalf("discovery: %v", u)
 	}
@@ -313,7 +313,7 @@ func TestDiscoverKeepsGoingPastAFailedServer(t *testing.T) {
 	down := &pool.Server{Name: "abacus", URL: "http://" + ln.Addr().String()}
 	ln.Close()
 
-	tb := delegation.DiscoverServers(t.Context(), newPool(t), []*pool.Server{down, packrat})
+	tb := delegation.Discover(t.Context(), newPool(t), nil, &delegation.DiscoverOptions{Servers: []*pool.Server{down, packrat}})
 	var names []string
 	for _, tg := range tb.Targets() {
 		names = append(names, tg.Name)

@@ -24,6 +24,18 @@ const OutcomeInterrupted Outcome = "interrupted"
 // sibling's record, so the model knows this is not a second execution.
 const replayNote = "\n\n(replayed: the agent had already run this call before its answer was lost; this is its recorded result, and it did not run again)"
 
+// WithParentKey returns ctx as an agent's idempotency guard makes it for a
+// tools/call carrying key: the delegations of a turn run under it carry
+// keys derived from key, the run id and the model's tool call id. A
+// program that runs turns for requests of its own, and may run one again
+// after losing its answer, puts the request's key here (with the same
+// chain run id each time) so that siblings answer the repeated
+// delegations from their records instead of running them twice. Any
+// non-empty string will do; it is hashed, never sent.
+func WithParentKey(ctx context.Context, key string) context.Context {
+	return idempotency.WithKey(ctx, key)
+}
+
 // delegationContext returns ctx carrying the delegation's derived key, when
 // there is a keyed call to derive it from.
 func delegationContext(ctx context.Context, chain Chain, c Call, t *Target) context.Context {

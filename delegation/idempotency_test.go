@@ -33,22 +33,38 @@ func TestDelegationKeysDerived(t *testing.T) {
 	p := newPool(t)
 	tb := delegation.NewToolbox([]delegation.ServerTools{{Server: srv, Tools: mustList(t, p, srv)}})
 	e := &delegation.Executor{Caller: p, Tools: tb, Chain: delegation.Chain{RunID: "run-1", Agents: []string{"oracle"}, Depth: 1}}
-	ctx := idempotency.WithKey(t.Context(), idempotency.NewKey(time.Now()))
-
-	first := e.Run(ctx, []delegation.Call{{ID: "call_1", Name: "packrat__echo", Arguments: `{"id":"x","text":"hello"}`}})
-	again := e.Run(ctx, []delegation.Call{{ID: "call_1", Name: "packrat__echo", Arguments: `{"id":"x","text":"hello"}`}})
-	other := e.Run(ctx, []delegation.Call{{ID: "call_2", Name: "packrat__echo", Arguments: `{"id":"x","text":"hello"}`}})
-	if first[0].IsError || first[0].Event.Replayed || strings.Contains(first[0].Content, "replayed") {
-		t.Fatalf("first: %+v", first[0])
-	}
-	if again[0].IsError || !again[0].Event.Replayed || !strings.HasPrefix(again[0].Content, "hello") || !strings.Contains(again[0].Content, "replayed") {
-		t.Fatalf("again: %+v", again[0])
-	}
-	if other[0].Event.Replayed {
-		t.Fatalf("another tool call id was replayed: %+v", other[0])
-	}
-	if n := ts.Executions("x"); n != 2 {
-		t.Fatalf("echo ran %d times, want 2 (call_1 once, call_2 once)", n)
+	// The agent server's guard and a program of its own put the key in the
+	// context the same way.
+	// A program's own key need not be in the protocol's format.
+	for _, way := range []struct {
+		name string
+		with func(context.Context, string) context.Context
+		key  string
+	}{
+		{"guard", idempotency.WithKey, idempotency.NewKey(time.Now())},
+		{"WithParentKey", delegation.WithParentKey, idempotency.NewKey(time.Now())},
+		{"WithParentKey-own-key", delegation.WithParentKey, "job-42"},
+	} {
+		t.Run(way.name, func(t *testing.T) {
+			ctx := way.with(t.Context(), way.key)
+			id := "x-" + way.name
+			args := `{"id":"` + id + `","text":"hello"}`
+			first := e.Run(ctx, []delegation.Call{{ID: "call_1", Name: "packrat__echo", Arguments: args}})
+			again := e.Run(ctx, []delegation.Call{{ID: "call_1", Name: "packrat__echo", Arguments: args}})
+			other := e.Run(ctx, []delegation.Call{{ID: "call_2", Name: "packrat__echo", Arguments: args}})
+			if first[0].IsError || first[0].Event.Replayed || strings.Contains(first[0].Content, "replayed") {
+				t.Fatalf("first: %+v", first[0])
+			}
+			if again[0].IsError || !again[0].Event.Replayed || !strings.HasPrefix(again[0].Content, "hello") || !strings.Contains(again[0].Content, "replayed") {
+				t.Fatalf("again: %+v", again[0])
+			}
+			if other[0].Event.Replayed {
+				t.Fatalf("another tool call id was replayed: %+v", other[0])
+			}
+			if n := ts.Executions(id); n != 2 {
+				t.Fatalf("echo ran %d times, want 2 (call_1 once, call_2 once)", n)
+			}
+		})
 	}
 }
 

@@ -2,7 +2,6 @@ package delegation_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -66,5 +65,3 @@ var objectSchema = map[string]any{"type": "object"}
 func addRaw(s *mcp.Server, name string, h mcp.ToolHandler) {
 	s.AddTool(&mcp.Tool{Name: name, Description: name + " tool", InputSchema: objectSchema}, h)
 }
-
-var _ = context.Background

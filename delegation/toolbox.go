@@ -49,6 +49,9 @@ func (e *DiscoveryError) Error() string {
 	return fmt.Sprintf("agent %q: %v", e.Server, e.Err)
 }
 
+// Unwrap returns the cause: the pool's error for a server that could not
+// list its tools (a *pool.Error), one matching agentdef.ErrStdioNotAllowed for a stdio
+// server the agent may not start, or why a tool's schema cannot be offered.
 func (e *DiscoveryError) Unwrap() error { return e.Err }
 
 // A Toolbox is the set of sibling tools offered to a model, by model tool

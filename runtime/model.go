@@ -1,15 +1,11 @@
 package runtime
 
-// Where the model settings come from, most specific first:
-//
-//	base URL: Options.BaseURL, $OPENAI_BASE_URL, agent.json model.base_url
-//	name:     Options.Model (--model), $OPENAI_MODEL, agent.json model.name
-//	API key:  Options.APIKey, $OPENAI_API_KEY, $<agent.json model.api_key_env>
-//
-// No base URL (or the base URL "builtin") means the builtin model, served
-// in-process behind the same OpenAI wire format, so the go-openai code path
-// is the same for every model. The API key is only ever handed to go-openai,
-// which sends it as a bearer token; it is never logged or put in an error.
+// The model settings are resolved once, when the Agent is made, in the
+// order the package documentation gives ("The model"). The builtin model is
+// reached through an in-process http.RoundTripper rather than a branch of
+// its own, so that every model goes through the same go-openai code. The
+// API key is only ever handed to go-openai, which sends it as a bearer
+// token; it is never logged or put in an error.
 
 import (
 	"cmp"
@@ -31,7 +27,7 @@ type model struct {
 	baseURL string // redacted, for display; empty for the builtin model
 	name    string
 	client  *openai.Client
-	err     error  // why the settings cannot be used; returned by Ask
+	err     error  // why the settings cannot be used; returned by Run
 	apiKey  string // only to scrub it from the endpoint's errors
 }
 

@@ -1,17 +1,6 @@
-// Package runtime runs an agent's model turn: messages to an
-// OpenAI-compatible chat API, tool calls delegated through the pool, tool
-// results back, until the model answers or the step limit is reached.
-//
-// A turn discovers the agent's siblings (tools/mcp.json) through the pool,
-// offers their tools to the model under delegation's namespaced names, and
-// runs each response's tool calls concurrently through a
-// [delegation.Executor]. A failed delegation is a tool message the model
-// reads, never an error of the turn; what ends a turn early is the model API
-// failing, the step limit, or the caller's context.
 package runtime
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -28,7 +17,7 @@ import (
 
 // Errors of a turn, for errors.Is.
 var (
-	// ErrNoModel is returned by Ask when the agent's model settings are
+	// ErrNoModel is returned by Run when the agent's model settings are
 	// incomplete (a base URL without a model name, or a named API key
 	// variable that is empty).
 	ErrNoModel = errors.New("no model configured")
@@ -97,7 +86,7 @@ type Options struct {
 }
 
 // Agent runs model turns for one agent definition. It is safe for
-// concurrent use: each Ask is an independent turn.
+// concurrent use: each Run is an independent turn.
 type Agent struct {
 	def    *agentdef.Definition
 	caller delegation.Caller
@@ -106,16 +95,12 @@ type Agent struct {
 	log    *slog.Logger
 }
 
-// New returns an Agent for def whose delegations go through c (a
-// *pool.Pool), with default Options.
-func New(def *agentdef.Definition, c delegation.Caller) (*Agent, error) {
-	return NewWithOptions(def, c, nil)
-}
-
-// NewWithOptions returns an Agent for def whose delegations go through c.
-// Incomplete model settings are not an error here, so that an agent server
-// can still offer its other tools: Ask reports them (ErrNoModel).
-func NewWithOptions(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, error) {
+// New returns an Agent for def whose delegations go through c (usually a
+// *pool.Pool, which the caller owns and closes). A nil opts is the zero
+// Options. Incomplete model settings are not an error here, so that an
+// agent server can still offer its other tools: Run reports them
+// (ErrNoModel).
+func New(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, error) {
 	if def == nil {
 		return nil, errors.New("runtime.New: nil agent definition")
 	}
@@ -135,7 +120,7 @@ func NewWithOptions(def *agentdef.Definition, c delegation.Caller, opts *Options
 	}
 	a.model = resolveModel(def, &a.opts)
 	if a.opts.ModelTimeout <= 0 {
-		d, err := ParseModelTimeout(a.opts.Getenv(EnvModelTimeout))
+		d, err := parseModelTimeout(a.opts.Getenv(EnvModelTimeout))
 		if err != nil && a.model.err == nil {
 			a.model.err = fmt.Errorf("%w: agent %q: %w", ErrNoModel, def.Name, err)
 		}
@@ -153,20 +138,10 @@ func (a *Agent) Model() (name, endpoint string) {
 	return a.model.name, a.model.baseURL
 }
 
-// Ask runs one turn on task, as part of chain (already entered by this
-// agent), and returns the model's final answer.
-func (a *Agent) Ask(ctx context.Context, task string, chain delegation.Chain) (string, error) {
-	res, err := a.Run(ctx, task, chain)
-	if err != nil {
-		return "", err
-	}
-	return res.Answer, nil
-}
-
-// ParseModelTimeout reads a model request deadline as
+// parseModelTimeout reads a model request deadline as
 // $SWITCHBOARD_MODEL_TIMEOUT and the --model-timeout flags write it: a
 // positive Go duration; empty means DefaultModelTimeout.
-func ParseModelTimeout(s string) (time.Duration, error) {
+func parseModelTimeout(s string) (time.Duration, error) {
 	if s == "" {
 		return DefaultModelTimeout, nil
 	}

@@ -87,7 +87,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 		return res, a.model.err
 	}
 
-	tools := delegation.Discover(ctx, a.caller, a.def.MCP, &delegation.DiscoverOptions{Check: a.def.CheckServer, First: a.opts.Servers})
+	tools := delegation.Discover(ctx, a.caller, a.def.MCP, &delegation.DiscoverOptions{Check: a.def.CheckServer, Servers: a.opts.Servers})
 	note := noteHandler(ctx)
 	unavailable := make([]string, 0, len(tools.Unavailable()))
 	for _, u := range tools.Unavailable() {

@@ -63,7 +63,7 @@ func newAgent(t *testing.T, def *agentdef.Definition, opts *runtime.Options) *ru
 	if opts.Getenv == nil {
 		opts.Getenv = func(string) string { return "" } // the test's environment must not leak in
 	}
-	a, err := runtime.NewWithOptions(def, p, opts)
+	a, err := runtime.New(def, p, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestStalledModelEndpoint(t *testing.T) {
 }
 
 // TestModelTimeoutFromTheEnvironment: $SWITCHBOARD_MODEL_TIMEOUT must be a
-// positive duration; a bad one is reported by Ask, naming the variable.
+// positive duration; a bad one is reported by Run, naming the variable.
 func TestModelTimeoutFromTheEnvironment(t *testing.T) {
 	def := oracle("http://127.0.0.1:1/v1")
 	a := newAgent(t, def, &runtime.Options{Getenv: func(k string) string {
@@ -359,7 +359,7 @@ func TestMissingAPIKey(t *testing.T) {
 	def := oracle("http://127.0.0.1:1/v1")
 	def.Model.APIKeyEnv = "ORACLE_KEY"
 	a := newAgent(t, def, nil)
-	_, err := a.Ask(t.Context(), "hi", chain)
+	_, err := a.Run(t.Context(), "hi", chain)
 	if !errors.Is(err, runtime.ErrNoModel) || !strings.Contains(err.Error(), "$ORACLE_KEY") {
 		t.Errorf("err = %v, want ErrNoModel naming $ORACLE_KEY", err)
 	}

@@ -189,7 +189,7 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 		self, caller = nc, nc
 		ro.Servers = []*pool.Server{nc.self}
 	}
-	agent, err := runtime.NewWithOptions(a.def, caller, ro)
+	agent, err := runtime.New(a.def, caller, ro)
 	if err != nil {
 		if self != nil {
 			self.close()

@@ -7,12 +7,15 @@ import (
 	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
-// A ConfigError is a problem with one mcp.json. It names the file and, when
-// they apply, the server, the field and the value at fault, so that a user
-// can go straight to the line to fix. Callers that need the parts use
-// errors.As; the rendered form is
+// A ConfigError is a problem with one configuration file: an mcp.json, or
+// an agent's agent.json (package runtime/agentdef returns this same type,
+// so that a bad agent folder is one type of error whichever file is at
+// fault). It names the file and, when they apply, the server, the field
+// and the value at fault, so that a user can go straight to the line to
+// fix. Callers that need the parts use errors.As; the rendered form is
 //
 //	tools/mcp.json: server "packrat": field "url": undefined variable ${STUDIO} (no default)
+//	agents/packrat/agent.json: field "max_steps": want an integer from 1 to 100, got 0
 //
 // and, for a JSON syntax error, "tools/mcp.json:3:5: invalid JSON: ...".
 type ConfigError struct {
@@ -20,7 +23,8 @@ type ConfigError struct {
 	// Line and Col locate a JSON syntax error (1-based); both are 0 for
 	// every other error, which Server and Field locate instead.
 	Line, Col int
-	// Server is the server's name; empty when the error is not inside one.
+	// Server is the server's name; empty when the error is not inside one
+	// (always, for an agent.json).
 	Server string
 	// Field is the field at fault, e.g. "url", "args[2]" or
 	// "headers.Authorization"; empty when the error concerns a whole server

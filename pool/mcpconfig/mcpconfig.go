@@ -2,6 +2,21 @@
 // write: "mcpServers" (Claude Desktop, Claude Code, Cursor) and "servers"
 // (VS Code).
 //
+//	cfg, err := mcpconfig.Load("tools/mcp.json")
+//	if err != nil {
+//		return err // a *ConfigError naming the file, server, field and value
+//	}
+//	for _, s := range cfg.Servers {
+//		tools, err := p.ListTools(ctx, s.Pool()) // p is a *pool.Pool
+//		...
+//	}
+//
+// [Load] expands variables from the environment, [LoadWith] from a
+// function, and [Parse] reads bytes already in hand. Each [Server] is
+// checked and expanded; [Server.Pool] is the [pool.Server] that a
+// pool.Pool dials. Package runtime/agentdef loads an agent's
+// tools/mcp.json through this package.
+//
 // A server with "url" speaks Streamable HTTP; one with "command" (and
 // optionally "args" and "env") is a stdio server. An explicit "type" of
 // "http" or "streamable-http" (both become Type "http") or "stdio" must agree

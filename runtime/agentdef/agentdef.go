@@ -1,5 +1,17 @@
 // Package agentdef loads agent definitions: a folder agents/<name>/ holding
-// agent.json and tools/mcp.json.
+// agent.json and, optionally, tools/mcp.json, the MCP servers (sibling
+// agents, or any MCP server) the agent may delegate to, in the format of
+// package mcpconfig.
+//
+//	def, err := agentdef.Load("agents/packrat")
+//	var ce *mcpconfig.ConfigError
+//	if errors.As(err, &ce) {
+//		// ce.File, ce.Field, ce.Value: what to fix, in either file
+//	}
+//
+// [Load] takes tools/mcp.json's ${VARIABLES} from the environment,
+// [LoadWith] from a function; [LoadAll] loads every agent folder of a
+// directory. The [Definition] is what runtime.New runs.
 //
 // agent.json looks like this (only name and description are required):
 //
@@ -11,13 +23,22 @@
 //	  "tools": ["packrat"],
 //	  "max_steps": 10,
 //	  "max_depth": 4,
+//	  "max_calls_per_step": 16,
+//	  "max_calls_per_turn": 64,
 //	  "allow_stdio": false,
 //	  "elicit": false
 //	}
 //
+// The name must be the folder's name and match ^[a-z][a-z0-9-]{0,31}$
+// (it is also the agent's URL path and the prefix of the tool names other
+// agents see); the description is what other agents read to decide when to
+// delegate. The fields are documented on [Definition] and [Model], their
+// bounds in the constants below.
+//
 // As with mcp.json, unknown fields, duplicate fields and values of the wrong
 // type are errors that name the file, the field and the value: a typo that
-// was ignored would quietly run the agent with a default.
+// was ignored would quietly run the agent with a default. Every such error,
+// in agent.json or tools/mcp.json, is a [*mcpconfig.ConfigError].
 package agentdef
 
 import (
@@ -25,7 +46,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/switchboard-run/switchboard/internal/strictjson"
 	"io/fs"
 	"net/url"
 	"os"
@@ -36,6 +56,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/strictjson"
 	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
 
@@ -110,8 +131,9 @@ var (
 )
 
 // Load reads the agent in dir: dir/agent.json and, if present,
-// dir/tools/mcp.json. Errors in agent.json are [*Error]s; errors in
-// tools/mcp.json are [*mcpconfig.ConfigError]s. Both name the file.
+// dir/tools/mcp.json. An error in either file is a [*mcpconfig.ConfigError]
+// naming the file, and the field and value at fault; a missing agent.json
+// is one too, wrapping [fs.ErrNotExist].
 func Load(dir string) (*Definition, error) { return LoadWith(dir, os.LookupEnv) }
 
 // LoadWith is Load with tools/mcp.json's variables looked up by lookup.
@@ -123,7 +145,7 @@ func LoadWith(dir string, lookup func(string) (string, bool)) (*Definition, erro
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is already in File
 		}
-		return nil, &Error{File: path, Msg: "cannot read file", Err: err}
+		return nil, &mcpconfig.ConfigError{File: path, Msg: "cannot read file", Err: err}
 	}
 	folder := filepath.Base(filepath.Clean(dir))
 	if abs, err := filepath.Abs(dir); err == nil {
@@ -191,14 +213,14 @@ func (d *Definition) CheckServer(s *mcpconfig.Server) error {
 type parser struct{ file string }
 
 func (p *parser) fail(field, value, format string, args ...any) error {
-	return &Error{File: p.file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
+	return &mcpconfig.ConfigError{File: p.file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
 }
 
 // parse parses data as the agent.json at path in the folder named folder.
 func parse(path, folder string, data []byte) (*Definition, error) {
 	p := &parser{file: path}
 	if line, col, err := strictjson.SyntaxError(data); err != nil {
-		return nil, &Error{File: path, Line: line, Col: col, Msg: "invalid JSON", Err: err}
+		return nil, &mcpconfig.ConfigError{File: path, Line: line, Col: col, Msg: "invalid JSON", Err: err}
 	}
 	ms, err := p.object("", data)
 	if err != nil {
@@ -270,7 +292,7 @@ func (p *parser) object(field string, raw json.RawMessage) ([]strictjson.Member,
 	if dup, ok := errors.AsType[*strictjson.DuplicateKeyError](err); ok {
 		return nil, p.fail(join(field, dup.Key), "", "duplicate field")
 	} else if err != nil {
-		return nil, &Error{File: p.file, Field: field, Msg: "invalid JSON", Err: err}
+		return nil, &mcpconfig.ConfigError{File: p.file, Field: field, Msg: "invalid JSON", Err: err}
 	}
 	return ms, nil
 }
@@ -306,7 +328,7 @@ func (p *parser) str(field string, raw json.RawMessage) (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", &Error{File: p.file, Field: field, Value: string(raw), Msg: "invalid string", Err: err}
+		return "", &mcpconfig.ConfigError{File: p.file, Field: field, Value: string(raw), Msg: "invalid string", Err: err}
 	}
 	return s, nil
 }
@@ -372,7 +394,7 @@ func (p *parser) checkURL(field, raw string) error {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // ue repeats the URL, which Msg already quotes
 		}
-		return &Error{File: p.file, Field: field, Value: raw, Msg: fmt.Sprintf("invalid URL %q", raw), Err: err}
+		return &mcpconfig.ConfigError{File: p.file, Field: field, Value: raw, Msg: fmt.Sprintf("invalid URL %q", raw), Err: err}
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":

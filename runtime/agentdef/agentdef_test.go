@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-run/switchboard/delegation"
@@ -190,11 +191,10 @@ func TestLoadErrors(t *testing.T) {
 			want := filepath.Join(dir, "agent.json") + tt.want
 			if tt.mcp != "" {
 				want = filepath.Join(dir, "tools", "mcp.json") + tt.want
-				if _, ok := errors.AsType[*mcpconfig.ConfigError](err); !ok {
-					t.Errorf("error is %T, not a *mcpconfig.ConfigError", err)
-				}
-			} else if _, ok := errors.AsType[*agentdef.Error](err); !ok {
-				t.Errorf("error is %T, not an *agentdef.Error", err)
+			}
+			// One error type for both files.
+			if _, ok := errors.AsType[*mcpconfig.ConfigError](err); !ok {
+				t.Errorf("error is %T, not a *mcpconfig.ConfigError", err)
 			}
 			if got := err.Error(); got != want {
 				t.Errorf("error\n got %s\nwant %s", got, want)
@@ -206,11 +206,11 @@ func TestLoadErrors(t *testing.T) {
 func TestErrorFields(t *testing.T) {
 	dir := writeAgent(t, t.TempDir(), "packrat", minimal(`, "max_steps": 0`), "")
 	_, err := agentdef.Load(dir)
-	got, ok := errors.AsType[*agentdef.Error](err)
+	got, ok := errors.AsType[*mcpconfig.ConfigError](err)
 	if !ok {
-		t.Fatalf("error %v is %T, not an *agentdef.Error", err, err)
+		t.Fatalf("error %v is %T, not a *mcpconfig.ConfigError", err, err)
 	}
-	want := &agentdef.Error{
+	want := &mcpconfig.ConfigError{
 		File:  filepath.Join(dir, "agent.json"),
 		Field: "max_steps",
 		Value: "0",
@@ -290,5 +290,24 @@ func TestLoadAll(t *testing.T) {
 func TestLoadAllMissingDir(t *testing.T) {
 	if _, err := agentdef.LoadAll(filepath.Join(t.TempDir(), "nope")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadAll(missing) = %v, want os.ErrNotExist", err)
+	}
+}
+
+// An agent.json error is a *mcpconfig.ConfigError, so its rendering gets
+// the logs' redaction too: an invalid base URL that carries a key in its
+// query is quoted without the key.
+func TestErrorsAreRedacted(t *testing.T) {
+	const key = "sk-planted-0123456789"
+	dir := writeAgent(t, t.TempDir(), "packrat", minimal(`, "model": {"base_url": "http://[::1/v1?api_key=`+key+`"}`), "")
+	_, err := agentdef.Load(dir)
+	ce, ok := errors.AsType[*mcpconfig.ConfigError](err)
+	if !ok {
+		t.Fatalf("error %v is %T, not a *mcpconfig.ConfigError", err, err)
+	}
+	if ce.Field != "model.base_url" {
+		t.Errorf("field %q, want model.base_url", ce.Field)
+	}
+	if msg := err.Error(); strings.Contains(msg, key) || !strings.Contains(msg, "invalid URL") {
+		t.Errorf("error %q", msg)
 	}
 }

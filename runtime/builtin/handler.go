@@ -162,6 +162,7 @@ func validate(req *chatRequest) (tools []*tool, choice toolChoice, param string,
 			return nil, choice, fmt.Sprintf("messages[%d].role", i), fmt.Errorf("messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
 		}
 		if m.Role != "tool" && len(waiting) > 0 {
+			//lint:ignore ST1005 the OpenAI API's own message, word for word, so that a client sees what it would see there
 			return nil, choice, "messages", fmt.Errorf("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s", strings.Join(waiting, ", "))
 		}
 		switch m.Role {
@@ -175,6 +176,7 @@ func validate(req *chatRequest) (tools []*tool, choice toolChoice, param string,
 			}
 		case "tool":
 			if !open[m.ToolCallID] {
+				//lint:ignore ST1005 the OpenAI API's own message, word for word, so that a client sees what it would see there
 				return nil, choice, fmt.Sprintf("messages[%d].tool_call_id", i), fmt.Errorf("Invalid parameter: messages[%d] with role 'tool' (tool_call_id %q) must be a response to a preceding message with 'tool_calls'", i, m.ToolCallID)
 			}
 			delete(open, m.ToolCallID)
@@ -187,6 +189,7 @@ func validate(req *chatRequest) (tools []*tool, choice toolChoice, param string,
 		}
 	}
 	if len(waiting) > 0 {
+		//lint:ignore ST1005 the OpenAI API's own message, word for word, so that a client sees what it would see there
 		return nil, choice, "messages", fmt.Errorf("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s", strings.Join(waiting, ", "))
 	}
 	if lastUser(req.Messages) < 0 {
