@@ -102,6 +102,7 @@ func (s *Console) Overview(ctx context.Context) studioapi.Overview {
 // fleetPage is the template data of /.
 type fleetPage struct {
 	studioapi.Overview
+	ETag   string
 	Runs   studioapi.RunList
 	Filter observe.RunFilter
 	Names  []string
@@ -112,6 +113,7 @@ type fleetPage struct {
 type runPage struct {
 	URL  string
 	Time time.Time
+	ETag string
 	studioapi.Run
 	Rows  []waterfallRow
 	Ticks []tick
@@ -140,6 +142,7 @@ type tick struct {
 type agentPage struct {
 	URL  string
 	Time time.Time
+	ETag string
 	studioapi.AgentDetail
 	Runs studioapi.RunList
 }
@@ -173,7 +176,7 @@ func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		q.Del("fragment")
 		q.Del("before")
-		data = fleetPage{Overview: s.Overview(r.Context()), Runs: s.Runs.Page(f), Filter: f, Names: s.Names, Query: q.Encode()}
+		data = fleetPage{Overview: s.Overview(r.Context()), ETag: etag, Runs: s.Runs.Page(f), Filter: f, Names: s.Names, Query: q.Encode()}
 		name = "index"
 	case strings.HasPrefix(path, "/runs/"):
 		id := strings.TrimPrefix(path, "/runs/")
@@ -191,7 +194,9 @@ func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 			s.pageNotFound(w, fmt.Sprintf("no run %q is recorded (the studio keeps the last %d calls)", id, observe.MaxCalls))
 			return
 		}
-		data = newRunPage(s.URL, run)
+		p := newRunPage(s.URL, run)
+		p.ETag = etag
+		data = p
 		name = "run"
 	case strings.HasPrefix(path, "/agents/"):
 		agent := strings.TrimPrefix(path, "/agents/")
@@ -204,7 +209,7 @@ func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d, _ := s.AgentDetail(r.Context(), agent)
-		data = agentPage{URL: s.URL, Time: time.Now(), AgentDetail: d, Runs: s.Runs.Page(observe.RunFilter{Agent: agent, Limit: 10})}
+		data = agentPage{URL: s.URL, Time: time.Now(), ETag: etag, AgentDetail: d, Runs: s.Runs.Page(observe.RunFilter{Agent: agent, Limit: 10})}
 		name = "agent"
 	default:
 		NotFound(w, path)

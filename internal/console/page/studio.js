@@ -9,7 +9,10 @@
   const every = 1000;
   const body = document.body;
   const regions = document.querySelectorAll("[data-live]");
-  let etag = "";
+  // The version of the page as the server rendered it: the first refresh
+  // is then a 304 unless something changed, instead of replacing the whole
+  // live part at the very moment the person starts using the page.
+  let etag = body.dataset.etag || "";
   let polls = 0;
   let timer = 0;
 
@@ -63,17 +66,22 @@
   }
 
   // A swap between a button's press and its release would replace the
-  // element being clicked, and the click would be lost: while the pointer
-  // is down, an update waits, and is applied after the click.
-  let pressing = false;
+  // element being clicked, and the click would be lost (the browser sends
+  // no click to an element the press was not on): while the pointer is
+  // down, an update waits, and is applied after the click. A press that
+  // began before this script ran (the page still loading) shows as an
+  // element in the :active state, and counts too.
+  let pressing = document.querySelector(":active") !== null;
   let held = null;
-  document.addEventListener("pointerdown", function () { pressing = true; }, true);
-  document.addEventListener("pointerup", function () {
+  function released() {
     pressing = false;
     setTimeout(function () {
       if (!pressing && held != null) { const h = held; held = null; apply(h); }
     }, 0);
-  }, true);
+  }
+  document.addEventListener("pointerdown", function () { pressing = true; }, true);
+  document.addEventListener("pointerup", released, true);
+  document.addEventListener("pointercancel", released, true);
 
   function apply(html) {
     swap(html);
@@ -164,7 +172,7 @@
         if (form) buildForm(form, t, api);
       });
       drawCharts(d.series || []);
-    });
+    }).finally(function () { body.dataset.ready = "1"; });
   }
 
   // buildForm makes a form from a tool's JSON Schema: a field per
@@ -331,5 +339,8 @@
     box.dataset.drawn = String(points.length);
   }
 
+  // data-ready: the page is built (an agent page's forms and charts are
+  // there), so what is on screen no longer moves under the pointer.
+  if (body.dataset.page !== "agent" || !agent) body.dataset.ready = "1";
   if (regions.length) poll();
 })();
