@@ -32,7 +32,7 @@ import (
 // What is stored is bounded (maxEventBytes for the whole process, oldest
 // streams purged first) and in memory: an agent's restart loses it, and a
 // stream cut by the agent's death cannot be resumed (the studio answers
-// such a resumption with an error, internal/studio/continuity.go).
+// such a resumption with an error, internal/proxy/continuity.go).
 
 // maxEventBytes bounds the events the agent keeps for resumption.
 const maxEventBytes = 4 << 20

@@ -131,7 +131,7 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 			did += fmt.Sprintf("; %d more met the 503 while re-initializing (transport or session_expired: nothing ran)", redial)
 		}
 		if st.Reinitializations == 0 && r.Recovered == 0 {
-			// internal/studio/continuity.go: the studio meets the new
+			// internal/proxy/continuity.go: the studio meets the new
 			// process's 404 and re-establishes the session itself.
 			did += ". Once the new process ran, the studio re-established the pool's session on it (session continuity): the pool never saw the restart, no re-initialization, no retry"
 		} else {

@@ -3,7 +3,7 @@
 // agent behind it killed by SIGKILL between calls and during a burst of
 // calls. What it shows is that an agent's restart is invisible to clients
 // that do not recover a lost session by themselves (the studio keeps their
-// session, internal/studio/continuity.go), and that nothing runs twice:
+// session, internal/proxy/continuity.go), and that nothing runs twice:
 // each call stores one note in packrat's archive (SQLite, on disk) under
 // its own tag, and the notes under each tag are counted afterwards.
 //

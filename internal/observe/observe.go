@@ -149,11 +149,11 @@ func (ob *Observer) Serve(agent string, w http.ResponseWriter, r *http.Request, 
 			sn.parse = msg.Method != "" && msg.ID != nil
 		}
 	}
-	var rec *studioapi.Delegation
+	var deleg *studioapi.Delegation
 	var call *callRecord
 	if o.method == "tools/call" {
-		rec = ob.Delegations.start(o)
-		call = ob.Runs.start(rec, o)
+		deleg = ob.Delegations.start(o)
+		call = ob.Runs.start(deleg, o)
 	}
 	// A call is recorded when its answer is known: at the end of a JSON
 	// body, or, in an SSE stream, as soon as the response passes, before
@@ -165,8 +165,8 @@ func (ob *Observer) Serve(agent string, w http.ResponseWriter, r *http.Request, 
 		o.duration = time.Since(o.start)
 		sn.finish(o, r.Context())
 		ob.Metrics.observe(r.Context(), o)
-		if rec != nil {
-			ob.Delegations.finish(rec, o)
+		if deleg != nil {
+			ob.Delegations.finish(deleg, o)
 			ob.Runs.finish(call, o, sn.result)
 		}
 		ob.Series.observe(o)

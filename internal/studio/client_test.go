@@ -105,7 +105,7 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 
 	calc(2, "2+2", "4")
 	stats := ask(`{"id":3,"method":"pool/stats"}`)
-	// The studio kept the session across the restart (continuity.go).
+	// The studio kept the session across the restart (proxy/continuity.go).
 	if r, _ := stats["result"].(map[string]any); r == nil || r["reinitializations"].(float64) != 0 {
 		t.Fatalf("pool/stats %v: want no re-initialization, the studio keeps the session", stats)
 	}

@@ -403,7 +403,7 @@ func TestConsoleMarksHeld(t *testing.T) {
 	mcpHdr["Mcp-Session-Id"] = session
 	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate","arguments":{"expression":"2+2"}}}`
 	// The new process does not know the session; the studio re-establishes
-	// it (continuity.go) and the held call lands.
+	// it (proxy/continuity.go) and the held call lands.
 	if code, b := c.do("POST", "/api/agents/abacus/mcp", call, mcpHdr); code != http.StatusOK || !strings.Contains(string(b), `"result":4`) {
 		t.Fatalf("the held call: %d %s, want it answered on the kept session", code, b)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,8 +53,12 @@ func agentSessions(t *testing.T, c *apiClient, s *Studio, name string) int {
 // record. The agent's own idle timeout is its default, 30 minutes, so an
 // agent that holds no session a moment later was told.
 func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
-	const ttl = 2 * time.Second // long enough that a loaded machine sees the session before it expires
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{SessionIdleTTL: ttl})
+	// The proxy's clock is the test's: the session expires when the test
+	// moves the clock past the TTL, not when a loaded machine is slow.
+	const ttl = time.Hour
+	var ahead atomic.Int64 // how far the proxy's clock is ahead of time.Now
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{SessionIdleTTL: ttl, Now: now})
 	c := newAPIClient(t, s, "")
 	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if n := agentSessions(t, c, s, "abacus"); n != 0 {
@@ -87,9 +92,9 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 		t.Fatalf("continuity keeps %d sessions, want 1", kept)
 	}
 
-	// The client goes quiet past the TTL (the condition under test is the
-	// clock itself), then comes back: the binding is gone.
-	<-time.After(2 * ttl)
+	// The client goes quiet past the TTL, then comes back: the binding is
+	// gone.
+	ahead.Store(int64(2 * ttl))
 	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
 	if code, b := c.do("POST", "/api/agents/abacus/mcp", ping, mcpHdr); code != http.StatusNotFound {
 		t.Fatalf("a request on the expired session: %d %s, want 404", code, b)

@@ -202,3 +202,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Logf("studio stderr:\n%s", up.Stderr())
 	}
 }
+
+// upReady is the prefix of `switchboard up`'s ready line (upcmd.ReadyFormat,
+// which this package's tests cannot import: upcmd imports the studio).
+const upReady = "switchboard studio listening on "

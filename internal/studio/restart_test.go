@@ -19,7 +19,7 @@ import (
 // nothing was sent) nor 503 (the agent is restarting): the studio holds it
 // until the new process runs and sends it there, where the studio meets the
 // 404 for the old upstream session, re-establishes it and sends the call
-// again (continuity.go). Every call lands exactly once, and the caller's
+// again (proxy/continuity.go). Every call lands exactly once, and the caller's
 // pool never sees the restart: no retry, no re-initialization.
 //
 // Not covered, because nobody can: a request sent in the very instant the

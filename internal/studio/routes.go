@@ -26,15 +26,15 @@ import (
 // is a 404.
 //
 //	GET  /healthz                 200 "ok"
-//	GET  /                        the studio page (page.go)
+//	GET  /                        the studio page (package console)
 //	GET  /static/studio.{css,js}  the page's style and script
-//	GET  /metrics                 Prometheus metrics: the studio's and every agent's (metrics.go)
+//	GET  /metrics                 Prometheus metrics: the studio's and every agent's (package fleetmetrics)
 //	GET  /api/agents              the agents, their state and tools
 //	GET  /api/overview            what the page shows: agents, pools, recent delegations
 //	GET  /api/delegations         the most recent tools/calls through the proxy
-//	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
+//	*    /api/agents/<name>/mcp   the agent's MCP endpoint, observed and proxied
 //	     /runs/..., /agents/<name>, /api/runs..., /api/agents/<name>[/action]
-//	                              the console's pages and API (console.go)
+//	                              the console's pages and API (package console)
 //
 // Everything but /healthz passes the same gate: Host and Origin (DNS
 // rebinding), then the bearer token when the studio has one. The page is
@@ -128,7 +128,7 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ctx := context.WithValue(r.Context(), upstreamKey{}, st.Upstream)
-		m.proxy.ServeHTTP(w, r.WithContext(ctx))
+		m.route.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -174,12 +174,13 @@ func (s *Studio) agentProxy(proc *supervisor.Agent) (*mcphttp.Handler, *proxy.Co
 		}
 		return u, name
 	}, &proxy.Options{
-		Transport: cont, // continuity.go: sessions outlive the agent's restarts
+		Transport: cont, // proxy/continuity.go: sessions outlive the agent's restarts
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
 			Budget:         s.budget,
 			SessionIdleTTL: s.opts.SessionIdleTTL,
+			Now:            s.opts.Now,
 			// The agent would refuse a call whose chain it cannot read, with
 			// this very text; refused here, the body goes no further than
 			// the parse the studio already made of it.

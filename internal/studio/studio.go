@@ -1,13 +1,10 @@
 // Package studio runs every agent of a project as a supervised child process
-// behind one HTTP endpoint: `switchboard up`. It routes
-// /api/agents/<name>/mcp to each agent's MCP server (proxy.go, routes.go),
-// lists the agents and their tools at /api/agents (agents.go), and restarts
-// an agent that crashes (supervisor.go). What passes through the proxy is
-// observed (observe.go) for the fleet's /metrics (metrics.go), the
-// recent delegations (delegations.go), and the console (console.go): runs
-// with their hops (runs.go), agent pages with their actions (agentpage.go,
-// supervisor_control.go) and charts (timeseries.go), which the pages at /
-// show (page.go).
+// behind one HTTP endpoint: what `switchboard up` (package upcmd) starts.
+// It wires the packages that do the work, one reason to change each:
+// supervisor (the agents' processes), proxy (forwarding to them, across
+// their restarts), observe (what passes through, recorded), fleetmetrics
+// (/metrics) and console (the pages and their API). Its own files are the
+// wiring (studio.go) and the routing with its gate (routes.go).
 package studio
 
 import (
@@ -101,6 +98,9 @@ type Options struct {
 	// closes it at its agent; default sessionIdleTTL (31m, longer than
 	// the agents' own idle timeout).
 	SessionIdleTTL time.Duration
+	// Now is the clock by which proxied sessions are idle; default
+	// time.Now. For tests.
+	Now func() time.Time
 }
 
 // DefaultAgentMaxConcurrent is the default cap on the tools/calls one agent
@@ -152,7 +152,7 @@ type Studio struct {
 // managed is an agent and its route.
 type managed struct {
 	proc  *supervisor.Agent
-	proxy *mcphttp.Handler
+	route *mcphttp.Handler // the agent's MCP route: the proxy behind the mcphttp middleware
 	// continuity keeps the proxy's sessions across the agent's restarts.
 	continuity *proxy.Continuity
 }
@@ -276,7 +276,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		}
 		proc := supervisor.New(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
 		route, cont := s.agentProxy(proc)
-		s.agents[d.Name] = &managed{proc: proc, proxy: route, continuity: cont}
+		s.agents[d.Name] = &managed{proc: proc, route: route, continuity: cont}
 		s.names = append(s.names, d.Name)
 	}
 	slices.Sort(s.names)
@@ -320,7 +320,7 @@ func (s *Studio) wire(delegations *observe.Delegations, runs *observe.Runs, scru
 	procs := make(map[string]*supervisor.Agent, len(s.names))
 	for _, name := range s.names {
 		m := s.agents[name]
-		fleet = append(fleet, fleetmetrics.Agent{Name: name, Proc: m.proc, Sessions: m.proxy.Sessions})
+		fleet = append(fleet, fleetmetrics.Agent{Name: name, Proc: m.proc, Sessions: m.route.Sessions})
 		procs[name] = m.proc
 	}
 	s.fleet = fleetmetrics.New(&fleetmetrics.Options{
@@ -335,7 +335,7 @@ func (s *Studio) wire(delegations *observe.Delegations, runs *observe.Runs, scru
 		MaxBody: s.opts.MaxBodyBytes,
 		RefusesUnread: func(agent string, r *http.Request) bool {
 			m := s.agents[agent]
-			return m != nil && m.proxy.RefusesUnread(r)
+			return m != nil && m.route.RefusesUnread(r)
 		},
 		AgentOfKey:  s.agentKeyOf,
 		Delegations: delegations,
@@ -493,9 +493,6 @@ func (s *Studio) agentKeyOf(r *http.Request) string {
 	}
 	return s.agentKeys[k]
 }
-
-// Budget reports the studio's budget use (connections, body bytes).
-func (s *Studio) Budget() mcphttp.BudgetStats { return s.budget.Stats() }
 
 // Handler is the studio's HTTP handler (what it serves on URL).
 func (s *Studio) Handler() http.Handler { return s.handler }

@@ -79,7 +79,7 @@ type Agent struct {
 	firstDone chan struct{} // closed once the first start has succeeded or failed
 	firstOnce sync.Once
 
-	ctl agentControl // restarts and stops asked for from the page (supervisor_control.go)
+	ctl agentControl // restarts and stops asked for from the page (control.go)
 
 	mu        sync.Mutex    // protects following fields
 	changed   chan struct{} // closed and replaced on every state change; see AwaitRunning
@@ -297,10 +297,10 @@ func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 		killGroup(pid)
 		return 0, fmt.Errorf("exited before it was ready: %w", exitError(err))
 	case <-start.C:
-		a.stop(pid, exited)
+		a.terminate(pid, exited)
 		return 0, fmt.Errorf("did not print its listening line within %v", a.cfg.StartTimeout)
 	case <-ctx.Done():
-		a.stop(pid, exited)
+		a.terminate(pid, exited)
 		return 0, nil
 	}
 
@@ -310,14 +310,14 @@ func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 		killGroup(pid)
 		return time.Since(readyAt), fmt.Errorf("exited: %w", exitError(err))
 	case <-ctx.Done():
-		a.stop(pid, exited)
+		a.terminate(pid, exited)
 		return time.Since(readyAt), nil
 	}
 }
 
-// stop asks the child's process group to terminate, waits up to stopTimeout,
+// terminate asks the child's process group to end, waits up to StopTimeout,
 // then kills it.
-func (a *Agent) stop(pid int, exited <-chan error) {
+func (a *Agent) terminate(pid int, exited <-chan error) {
 	syscall.Kill(-pid, syscall.SIGTERM)
 	t := time.NewTimer(a.cfg.StopTimeout)
 	defer t.Stop()

@@ -1,6 +1,9 @@
-package studio
+package upcmd
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,7 +17,8 @@ import (
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
-const upReady = "switchboard studio listening on "
+// upReady is the ready line's prefix, before the URL.
+var upReady = strings.TrimSuffix(ReadyFormat, "%s\n")
 
 func startUp(t *testing.T, dir string, env []string) (*mcphttptest.Process, string) {
 	t.Helper()
@@ -131,4 +135,43 @@ func TestUpRefusesExposureWithoutToken(t *testing.T) {
 	if !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "without a bearer token") || !strings.Contains(string(out), studioapi.EnvToken) {
 		t.Fatalf("up --listen 0.0.0.0:0 without %s: %v\n%s\nwant exit 1 and a clear refusal", studioapi.EnvToken, err, out)
 	}
+}
+
+func listAgents(t *testing.T, base string, hdr map[string]string) map[string]studioapi.AgentInfo {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/api/agents", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/agents: %d %s", resp.StatusCode, body)
+	}
+	var list []studioapi.AgentInfo
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatalf("GET /api/agents: %v: %s", err, body)
+	}
+	m := map[string]studioapi.AgentInfo{}
+	for _, a := range list {
+		m[a.Name] = a
+	}
+	return m
+}
+
+func toolText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
