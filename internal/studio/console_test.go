@@ -83,7 +83,7 @@ func callThroughProxy(t *testing.T, s *Studio, token, agent, tool string, args m
 	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	p := pool.New(&pool.Options{HTTPClient: &http.Client{Transport: tr}})
+	p := pool.New(&pool.Options{Transport: tr})
 	defer p.Close()
 	srv := &pool.Server{Name: agent, URL: s.AgentURL(agent)}
 	if token != "" {

@@ -31,7 +31,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 	s := startStudio(t, dir, &Options{MinBackoff: 300 * time.Millisecond})
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	p := pool.New(&pool.Options{HTTPClient: &http.Client{Transport: tr}})
+	p := pool.New(&pool.Options{Transport: tr})
 	t.Cleanup(func() { p.Close() })
 	srv := &pool.Server{Name: "abacus", URL: s.AgentURL("abacus")}
 	calc := func(ctx context.Context, expr string) (*mcp.CallToolResult, error) {

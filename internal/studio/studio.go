@@ -230,7 +230,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		s.agentKeys[keys[d.Name]] = d.Name
 	}
 	s.pool = pool.New(&pool.Options{
-		HTTPClient: &http.Client{Transport: s.transport},
+		Transport:  s.transport,
 		Logger:     o.Logger.With("component", "pool"),
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
