@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -22,12 +23,12 @@ import (
 // again is answered from the sibling's record (rendered "replayed" for the
 // model) and a different tool call runs.
 func TestDelegationKeysDerived(t *testing.T) {
-	l, err := idempotency.Open(filepath.Join(t.TempDir(), "ledger.db"), nil)
+	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	g := idempotency.NewGuard(l, nil)
+	g := ledger.NewGuard(l, nil)
 	ts := mcptest.Start(t, &mcptest.Options{Middleware: g.Middleware})
 	srv := &pool.Server{Name: "packrat", URL: ts.URL()}
 	p := newPool(t)

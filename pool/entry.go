@@ -26,6 +26,9 @@ type entry struct {
 	http bool   // Streamable HTTP, so probes are authoritative
 	cs   *mcp.ClientSession
 	proc *stdioProcess // a stdio server's process; nil over HTTP
+	// protocol is the MCP version the session negotiated (its era); set
+	// before the entry is installed, read-only after.
+	protocol string
 
 	dialing atomic.Bool // set until Connect returns; see errStaleInitialize
 

@@ -62,7 +62,8 @@ type idempotencyKeyCtx struct{}
 // call's idempotency key to servers that support it, instead of a fresh
 // one. Use one key per logical call, and the same key for every resend of
 // it (delegation derives one from the run and the model's tool call id).
-// The key must pass idempotency.CheckKey.
+// A key is 1 to 200 characters of [A-Za-z0-9._:-]; our agents answer any
+// other with an invalid-params error, and the tool does not run.
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -43,13 +44,13 @@ func (kr *keyRecorder) sent(tool string) []string {
 
 // guarded starts an mcptest server behind an idempotency guard, and in front
 // of the guard a key recorder, so it sees every send, replayed or not.
-func guarded(t *testing.T) (*mcptest.Server, *keyRecorder, *idempotency.Guard) {
-	l, err := idempotency.Open(filepath.Join(t.TempDir(), "ledger.db"), nil)
+func guarded(t *testing.T) (*mcptest.Server, *keyRecorder, *ledger.Guard) {
+	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	g := idempotency.NewGuard(l, nil)
+	g := ledger.NewGuard(l, nil)
 	kr := &keyRecorder{keys: map[string][]string{}}
 	ts := mcptest.Start(t, &mcptest.Options{Middleware: func(next mcp.MethodHandler) mcp.MethodHandler {
 		return kr.middleware(g.Middleware(next))

@@ -727,6 +727,9 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 		return nil, err
 	}
 	e.cs = cs
+	if res := cs.InitializeResult(); res != nil {
+		e.protocol = res.ProtocolVersion
+	}
 	return e, nil
 }
 
@@ -1014,6 +1017,12 @@ func (p *Pool) Stats() Stats {
 	}
 	for _, e := range p.entries {
 		s.Open++
+		if e.protocol != "" {
+			if s.Protocols == nil {
+				s.Protocols = make(map[string]int)
+			}
+			s.Protocols[e.protocol]++
+		}
 		if e.inUse > 0 {
 			s.InUse++
 		} else {
@@ -1047,6 +1056,13 @@ type Stats struct {
 	Invalidations     int64 `json:"invalidations"`     // sessions dropped as unusable
 	Closes            int64 `json:"closes"`            // sessions closed
 	WaitCount         int64 `json:"wait_count"`        // requests that waited for MaxConcurrentPerKey
+
+	// Protocols counts the live sessions by the MCP version each
+	// negotiated: 2025-11-25 is the session era, 2026-07-28 the sessionless
+	// one (Server.ProtocolVersion pins one; unpinned, go-sdk's
+	// server/discover finds the newest both sides speak). Its keys are
+	// go-sdk's known versions, a bounded set.
+	Protocols map[string]int `json:"protocols,omitempty"`
 
 	InvalidationsByReason map[string]int64 `json:"invalidations_by_reason"`
 	ClosesByReason        map[string]int64 `json:"closes_by_reason"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 )
 
 // store_note is a transactional tool in the sense of docs/IDEMPOTENCY.md:
@@ -25,7 +26,7 @@ import (
 // tool.
 
 // TransactionalTools names the tools that record their calls in the store
-// (idempotency.TxLedger): the agent server declares them to its guard.
+// (ledger.TxLedger): the agent server declares them to its guard.
 func (s *store) TransactionalTools() []string { return []string{"store_note"} }
 
 // callKeyPrefix marks a recorded call's key in notes.idempotency_key. A
@@ -36,11 +37,11 @@ const callKeyPrefix = "\x1ecall:"
 // callKeyEnd bounds the range of those keys in the index.
 const callKeyEnd = "\x1ecall;"
 
-// Lookup implements idempotency.TxLedger: the record is in the row of the
+// Lookup implements ledger.TxLedger: the record is in the row of the
 // note the call stored (its result rendered again from the note, exactly
 // as store_note rendered it), or in call_records.
-func (s *store) Lookup(ctx context.Context, tool, key string) (*idempotency.Record, error) {
-	r := idempotency.Record{Key: key, Tool: "store_note", State: idempotency.StateDone}
+func (s *store) Lookup(ctx context.Context, tool, key string) (*ledger.Record, error) {
+	r := ledger.Record{Key: key, Tool: "store_note", State: ledger.StateDone}
 	var (
 		created int64
 		result  []byte
@@ -101,7 +102,7 @@ const recordEvery = 256
 
 // recordCall writes the record of the keyed call in ctx (if any) in tx.
 func (s *store) recordCall(ctx context.Context, tx *sql.Tx, note Note, stored bool, render func(Note, bool) ([]byte, error)) error {
-	c, ok := idempotency.CallFrom(ctx)
+	c, ok := ledger.CallFrom(ctx)
 	if !ok || render == nil {
 		return nil
 	}

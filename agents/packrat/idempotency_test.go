@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 )
 
 func render(n Note, stored bool) ([]byte, error) {
@@ -22,7 +23,7 @@ func render(n Note, stored bool) ([]byte, error) {
 // a store that fails leaves neither.
 func TestRecordCommittedWithNote(t *testing.T) {
 	st := openTestStore(t, t.TempDir())
-	ctx := idempotency.WithCall(context.Background(), idempotency.Call{Key: "k1", Tool: "store_note", Fingerprint: "fp"})
+	ctx := ledger.WithCall(context.Background(), ledger.Call{Key: "k1", Tool: "store_note", Fingerprint: "fp"})
 	note, stored, err := st.putRecorded(ctx, newNote{Text: "hello"}, render)
 	if err != nil || !stored {
 		t.Fatal(err, stored)
@@ -33,7 +34,7 @@ func TestRecordCommittedWithNote(t *testing.T) {
 	}
 	// The record in the note's row gives back exactly what store_note
 	// answered.
-	if want, _ := renderStore(note, true, ""); string(rec.Result) != string(want) || rec.Fingerprint != "fp" || rec.State != idempotency.StateDone {
+	if want, _ := renderStore(note, true, ""); string(rec.Result) != string(want) || rec.Fingerprint != "fp" || rec.State != ledger.StateDone {
 		t.Fatalf("record %+v, result %s", rec, rec.Result)
 	}
 
@@ -48,7 +49,7 @@ func TestRecordCommittedWithNote(t *testing.T) {
 
 	// A store with its own idempotency_key keeps the record in
 	// call_records; one whose record fails rolls back its note too.
-	bad := idempotency.WithCall(context.Background(), idempotency.Call{Key: "k2", Tool: "store_note", Fingerprint: "fp"})
+	bad := ledger.WithCall(context.Background(), ledger.Call{Key: "k2", Tool: "store_note", Fingerprint: "fp"})
 	boom := errors.New("boom")
 	if _, _, err := st.putRecorded(bad, newNote{Text: "never", Tags: []string{"never"}, IdempotencyKey: "u2"}, func(Note, bool) ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
@@ -70,7 +71,7 @@ func TestRecordCommittedWithNote(t *testing.T) {
 	}
 
 	// A store with its own idempotency_key records the call too.
-	own := idempotency.WithCall(context.Background(), idempotency.Call{Key: "k3", Tool: "store_note", Fingerprint: "fp3"})
+	own := ledger.WithCall(context.Background(), ledger.Call{Key: "k3", Tool: "store_note", Fingerprint: "fp3"})
 	if _, _, err := st.putRecorded(own, newNote{Text: "mine", IdempotencyKey: "user-key"}, render); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func BenchmarkPut(b *testing.B) {
 	put := func(keyed bool) time.Duration {
 		ctx := context.Background()
 		if keyed {
-			ctx = idempotency.WithCall(ctx, idempotency.Call{Key: idempotency.NewKey(time.Now()), Tool: "store_note", Fingerprint: "fp"})
+			ctx = ledger.WithCall(ctx, ledger.Call{Key: idempotency.NewKey(time.Now()), Tool: "store_note", Fingerprint: "fp"})
 		}
 		start := time.Now()
 		if _, _, err := st.putRecorded(ctx, newNote{Text: fmt.Sprintf("note %d", i)}, render); err != nil {
@@ -138,7 +139,7 @@ func TestRecordsEvicted(t *testing.T) {
 	now := time.Now()
 	st.now = func() time.Time { return now.Add(-idempotency.DefaultRetention - time.Hour) }
 	put := func(key string) {
-		ctx := idempotency.WithCall(context.Background(), idempotency.Call{Key: key, Tool: "store_note", Fingerprint: "fp"})
+		ctx := ledger.WithCall(context.Background(), ledger.Call{Key: key, Tool: "store_note", Fingerprint: "fp"})
 		if _, _, err := st.putRecorded(ctx, newNote{Text: key}, render); err != nil {
 			t.Fatal(err)
 		}

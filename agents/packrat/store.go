@@ -20,7 +20,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
-	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 )
 
 // Limits on what one note may hold. They keep a confused model from filling
@@ -187,7 +187,7 @@ func (s *store) Close() error {
 // call stores a new note, even one identical to an earlier note: only the
 // caller knows whether two identical calls are a retry or two notes.
 //
-// When ctx carries a keyed call (idempotency.CallFrom), render's rendering
+// When ctx carries a keyed call (ledger.CallFrom), render's rendering
 // of the outcome is committed with the note as the call's record (see
 // idempotency.go): exactly what a replay of the key returns.
 func (s *store) put(ctx context.Context, n newNote) (note Note, stored bool, err error) {
@@ -217,7 +217,7 @@ func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bo
 
 	var key any // NULL when no key is given: NULLs never collide
 	var callFP, callMS any
-	call, keyed := idempotency.CallFrom(ctx)
+	call, keyed := ledger.CallFrom(ctx)
 	if keyed && render != nil && n.IdempotencyKey == "" {
 		// The call's record goes in the note's own row (idempotency.go).
 		key, callFP, callMS = callKeyPrefix+call.Key, call.Fingerprint, s.now().UnixMilli()

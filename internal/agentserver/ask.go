@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
@@ -76,6 +77,9 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 
 	if a.def.Elicit && req.Session != nil {
 		c := &askCall{ctx: ctx, session: req.Session}
+		if ip := req.Session.InitializeParams(); ip != nil && ip.ProtocolVersion >= mcphttp.EraVersion {
+			c.sessionless = true
+		}
 		a.mu.Lock()
 		if a.callers == nil {
 			a.callers = make(map[*askCall]struct{})
@@ -212,6 +216,9 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 type askCall struct {
 	ctx     context.Context
 	session *mcp.ServerSession
+	// sessionless: the caller speaks 2026-07-28, where go-sdk v1.8.0 sends
+	// no server-to-client request (see elicit).
+	sessionless bool
 }
 
 // ErrNobodyToAsk is matched (errors.Is) by the error elicit answers with
@@ -245,6 +252,19 @@ func (a *asker) elicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitRe
 		return nil, fmt.Errorf("agent %s: %w: no ask in flight", a.def.Name, ErrNobodyToAsk)
 	case n > 1:
 		return nil, fmt.Errorf("agent %s: %w: asks of more than one caller are in flight, and the request does not say whose turn made it", a.def.Name, ErrNobodyToAsk)
+	}
+	if to.sessionless {
+		// A caller of the sessionless era cannot be asked during its call:
+		// go-sdk v1.8.0 refuses any server-to-client request on a 2026-07-28
+		// request (mcp/server.go, ServerSession.assertServerInitiatedRequestAllowed:
+		// "return an InputRequests map instead"), and forwarding this one as
+		// an input request of the ask's own result would mean holding the
+		// turn across the caller's retry. So the person declines, as one who
+		// cannot be asked does: the server does nothing and says so, where an
+		// error would make the delegation's outcome unknown.
+		a.logger.Info("elicitation declined: the ask's caller speaks MCP 2026-07-28, where it cannot be asked during its call; a caller that can answer pins 2025-11-25",
+			"message", req.Params.Message)
+		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
 	// Under the ask's own context, go-sdk sends the request on that call's
 	// stream, which the caller reads (see progressReporter).

@@ -9,7 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 )
 
@@ -20,7 +20,7 @@ import (
 // interruption). Its ledger is DataDir/idempotency.db. Which tools need no
 // record and which keep their own is declared once every tool is
 // registered: tools annotated readOnlyHint are recomputed on a repeat, and a
-// toolset whose Closer is an idempotency.TxLedger (packrat) records its
+// toolset whose Closer is an ledger.TxLedger (packrat) records its
 // transactional tools itself.
 
 // LedgerFile is the ledger's file name in the data directory.
@@ -30,18 +30,18 @@ const LedgerFile = "idempotency.db"
 const MetricIdempotency = "switchboard_idempotency_calls_total"
 
 type idemServer struct {
-	ledger *idempotency.Ledger
-	guard  *idempotency.Guard
+	ledger *ledger.Ledger
+	guard  *ledger.Guard
 }
 
 // startIdempotency opens the ledger and installs the guard; call it before
 // any other receiving middleware is added.
 func (s *Server) startIdempotency() error {
-	l, err := idempotency.Open(filepath.Join(s.dataDir, LedgerFile), nil)
+	l, err := ledger.Open(filepath.Join(s.dataDir, LedgerFile), nil)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", s.def.Name, err)
 	}
-	s.idem = &idemServer{ledger: l, guard: idempotency.NewGuard(l, &idempotency.GuardOptions{Logger: s.logger})}
+	s.idem = &idemServer{ledger: l, guard: ledger.NewGuard(l, &ledger.GuardOptions{Logger: s.logger})}
 	s.mcp.AddReceivingMiddleware(s.idem.guard.Middleware)
 	// Closed with the toolsets (after the HTTP server has stopped), also
 	// when New fails later.
@@ -56,7 +56,7 @@ func (s *Server) declareIdempotency() error {
 	g := s.idem.guard
 	for _, c := range s.closers {
 		if tx, ok := c.Closer.(interface {
-			idempotency.TxLedger
+			ledger.TxLedger
 			TransactionalTools() []string
 		}); ok {
 			for _, tool := range tx.TransactionalTools() {
@@ -105,10 +105,10 @@ func (s *Server) listOwnTools() ([]*mcp.Tool, error) {
 }
 
 // IdempotencyStats reports the guard's counters.
-func (s *Server) IdempotencyStats() idempotency.GuardStats { return s.idem.guard.Stats() }
+func (s *Server) IdempotencyStats() ledger.GuardStats { return s.idem.guard.Stats() }
 
 type idemCollector struct {
-	guard *idempotency.Guard
+	guard *ledger.Guard
 	desc  *prometheus.Desc
 }
 
@@ -127,4 +127,4 @@ func (c *idemCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-var _ io.Closer = (*idempotency.Ledger)(nil)
+var _ io.Closer = (*ledger.Ledger)(nil)

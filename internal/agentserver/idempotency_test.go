@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -115,7 +116,7 @@ func TestAskRecorded(t *testing.T) {
 		t.Fatalf("asks counted: %q", lines)
 	}
 	_, err = cs.CallTool(t.Context(), keyed("ask", map[string]any{"task": "another task"}, ask.Meta[idempotency.MetaKey].(string)))
-	if code, ok := idempotency.ErrCode(err); !ok || code != idempotency.CodeConflict {
+	if code, ok := ledger.ErrCode(err); !ok || code != idempotency.CodeConflict {
 		t.Fatalf("another task with the same key: %v", err)
 	}
 }

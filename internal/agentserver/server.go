@@ -174,13 +174,27 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		Logger:              logger,
 		EventStore:          eventStore(!o.NoResumableStreams), // resume.go: resumable SSE
 	}), sseRetry)
+	// The sessionless era (2026-07-28) on the same endpoint, from the same
+	// mcp.Server, so both eras see the same tools and receiving middleware
+	// (chain, limit, trace, idempotency). go-sdk's stateless handler serves
+	// each request on a session of its own that ends with it; a cancelled
+	// HTTP request cancels the tool's context, which in this era is how a
+	// caller cancels (there is no session to send notifications/cancelled
+	// on). No event store: priming events are a 2025-11-25 feature, and a
+	// sessionless stream has no session to resume it in.
+	sessionless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		MaxRequestBodyBytes:          o.MaxBodyBytes,
+		Logger:                       logger,
+	})
 	ttl := time.Duration(0)
 	if o.SessionTimeout > 0 {
 		// Outlive go-sdk's own timer, so the binding is never the first to
 		// forget a live session; go-sdk's 404 then prunes it.
 		ttl = o.SessionTimeout + time.Minute
 	}
-	s.handler = mcphttp.New(streamable, &mcphttp.Options{
+	s.handler = mcphttp.New(mcphttp.ByEra(streamable, sessionless), &mcphttp.Options{
 		MaxBodyBytes:   o.MaxBodyBytes,
 		Token:          o.Token,
 		SessionIdleTTL: ttl,

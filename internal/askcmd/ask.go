@@ -130,7 +130,13 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		defer close(watched)
 		held.watch(watchCtx, st.url, cfg.token, pr.note)
 	}()
-	srv := &pool.Server{Name: cfg.agent, URL: st.url + "/api/agents/" + url.PathEscape(cfg.agent) + "/mcp"}
+	// The session era, pinned: ask answers the person's side of an
+	// elicitation (elicit.go), which reaches it as a server-to-client
+	// request during the call, and go-sdk v1.8.0 forbids those in the
+	// sessionless era (mcp.ServerSession.Elicit on a 2026-07-28 request:
+	// "return an InputRequests map instead"). An agent asked on 2026-07-28
+	// declines such an elicitation (agentserver/ask.go).
+	srv := &pool.Server{Name: cfg.agent, URL: st.url + "/api/agents/" + url.PathEscape(cfg.agent) + "/mcp", ProtocolVersion: pool.Protocol20251125}
 	if cfg.token != "" {
 		// A studio with a token wants it on every /api/ request.
 		srv.Headers = map[string]string{"Authorization": "Bearer " + cfg.token}

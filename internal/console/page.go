@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -353,4 +354,6 @@ func pageHeaders(w http.ResponseWriter) {
 
 // zeroPool reports whether a process's pool has seen no traffic at all, so
 // the page names it on one line instead of a row of zeros.
-func zeroPool(p studioapi.PoolInfo) bool { return p == studioapi.PoolInfo{Process: p.Process} }
+func zeroPool(p studioapi.PoolInfo) bool {
+	return reflect.DeepEqual(p, studioapi.PoolInfo{Process: p.Process})
+}

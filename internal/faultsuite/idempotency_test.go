@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/internal/studio"
@@ -78,8 +79,8 @@ type guardSwap struct {
 	path string
 
 	mu     sync.Mutex // protects following
-	l      *idempotency.Ledger
-	g      *idempotency.Guard
+	l      *ledger.Ledger
+	g      *ledger.Guard
 	closed bool
 }
 
@@ -98,12 +99,12 @@ func (gs *guardSwap) reopen() {
 	if gs.l != nil {
 		gs.l.Close()
 	}
-	l, err := idempotency.Open(gs.path, nil)
+	l, err := ledger.Open(gs.path, nil)
 	if err != nil {
 		gs.t.Error(err)
 		return
 	}
-	gs.l, gs.g = l, idempotency.NewGuard(l, nil)
+	gs.l, gs.g = l, ledger.NewGuard(l, nil)
 }
 
 func (gs *guardSwap) close() {

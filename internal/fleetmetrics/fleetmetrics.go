@@ -242,6 +242,12 @@ func (f *Fleet) Pools(ctx context.Context) []studioapi.PoolInfo {
 		Dials: st.Dials, Reinitializations: st.Reinitializations, Retries: st.Retries, Invalidations: st.Invalidations,
 		Replays: st.Replays, Conflicts: st.Conflicts, Interrupted: st.Interrupted,
 	}}
+	for v, n := range st.Protocols {
+		if out[0].Protocols == nil {
+			out[0].Protocols = make(map[string]int64)
+		}
+		out[0].Protocols[v] = int64(n)
+	}
 	scraped := f.scrapeAgents(ctx)
 	for _, a := range f.o.Agents {
 		name := a.Name
@@ -270,6 +276,19 @@ func poolFromFamilies(process string, fams []*dto.MetricFamily) studioapi.PoolIn
 	// The idempotency counter is one family with an event label.
 	byEvent := map[string]*int64{"replay": &p.Replays, "conflict": &p.Conflicts, "interrupted": &p.Interrupted}
 	for _, mf := range fams {
+		if mf.GetName() == telemetry.MetricPoolSessionsProtocol {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "protocol" && m.Gauge != nil {
+						if p.Protocols == nil {
+							p.Protocols = make(map[string]int64)
+						}
+						p.Protocols[l.GetValue()] += int64(m.GetGauge().GetValue())
+					}
+				}
+			}
+			continue
+		}
 		if mf.GetName() == telemetry.MetricPoolIdempotency {
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {

@@ -1,7 +1,9 @@
 // Package idempotency is Switchboard's request idempotency for tools/call
 // (docs/IDEMPOTENCY.md): the wire names, the key format, the fingerprint,
-// the durable ledger of calls an agent has run (ledger.go), and the
-// receiving middleware that answers a repeated key from it (guard.go).
+// and the key's place in a context. The durable ledger of calls an agent
+// has run, and the receiving middleware that answers a repeated key from
+// it, are in package ledger below: the pool and delegation, which only send
+// keys, import this package and so do not link the ledger's SQLite.
 //
 // The shape follows MCP's proposal SEP-3182 and Stripe's Idempotency-Key: a
 // key names one logical call; the same key with the same request gets the
@@ -11,6 +13,7 @@
 package idempotency
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
@@ -189,4 +192,19 @@ func canonicalJSON(raw json.RawMessage) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(v) // encoding/json sorts map keys
+}
+
+type keyCtx struct{}
+
+// KeyFrom returns the idempotency key of the tools/call being served, if it
+// carried one: a tool that calls others derives their keys from it.
+func KeyFrom(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(keyCtx{}).(string)
+	return k, ok
+}
+
+// WithKey returns ctx as the guard makes it for a tools/call with key, for
+// in-process callers of tools that delegate.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtx{}, key)
 }

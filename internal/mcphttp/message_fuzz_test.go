@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 )
@@ -16,7 +17,8 @@ import (
 //     finds;
 //
 //   - its allocations do not grow with the body: a constant, plus one
-//     map entry per _meta member, plus one per escaped member name. A
+//     map entry per _meta member, plus one per escaped member name or
+//     name with bytes that are not UTF-8 (decoded as encoding/json does). A
 //     chain of a hundred thousand names or a megabyte tool name costs what
 //     a short one does.
 //
@@ -80,7 +82,7 @@ func FuzzParseMessage(f *testing.F) {
 			}
 		}
 		allocs := testing.AllocsPerRun(1, func() { mcphttp.ParseMessage(body) })
-		if limit := 40 + 3*float64(len(m.Meta)) + float64(bytes.Count(body, []byte(`\`))); allocs > limit {
+		if limit := 40 + 3*float64(len(m.Meta)) + float64(bytes.Count(body, []byte(`\`))+invalidUTF8(body)); allocs > limit {
 			t.Fatalf("%v allocations for a body of %d bytes with %d _meta members, limit %v", allocs, len(body), len(m.Meta), limit)
 		}
 	})
@@ -95,4 +97,18 @@ func equalJSON(a, b json.RawMessage) bool {
 		return bytes.Equal(a, b)
 	}
 	return bytes.Equal(x.Bytes(), y.Bytes())
+}
+
+// invalidUTF8 counts the bytes of b that do not begin a valid UTF-8
+// sequence: at most one decoded member name each.
+func invalidUTF8(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			n++
+		}
+		b = b[size:]
+	}
+	return n
 }

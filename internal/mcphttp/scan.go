@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // A structural scanner for the few members the servers read of a body. It
@@ -175,9 +176,13 @@ func (s *scanner) container(depth int, v *visit) error {
 	}
 }
 
-// unquoteKey returns a member name; only one with an escape needs decoding.
+// unquoteKey returns a member name as encoding/json decodes it; only one
+// with an escape or with bytes that are not UTF-8 needs decoding. The
+// second matters for _meta: encoding/json turns each invalid byte into
+// U+FFFD, and go-sdk decodes the body with it, so a key kept raw here
+// would name a member go-sdk's request does not have.
 func unquoteKey(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw[1 : len(raw)-1])
 	}
 	var k string

@@ -35,7 +35,8 @@ func TestSessionSurvivesAgentRestart(t *testing.T) {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	cl := mcp.NewClient(&mcp.Implementation{Name: "continuity-test", Version: "0"}, nil)
-	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.AgentURL("abacus"), HTTPClient: &http.Client{Transport: tr}}, nil)
+	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.AgentURL("abacus"), HTTPClient: &http.Client{Transport: tr}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // the session era: continuity keeps sessions
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 	t.Cleanup(tr.CloseIdleConnections)
 	p := pool.New(&pool.Options{Transport: tr})
 	t.Cleanup(func() { p.Close() })
-	srv := &pool.Server{Name: "abacus", URL: s.AgentURL("abacus")}
+	srv := &pool.Server{Name: "abacus", URL: s.AgentURL("abacus"), ProtocolVersion: pool.Protocol20251125} // the session era: sessions are what the studio re-establishes
 	calc := func(ctx context.Context, expr string) (*mcp.CallToolResult, error) {
 		return p.CallTool(ctx, srv, &mcp.CallToolParams{Name: "calculate", Arguments: map[string]any{"expression": expr}})
 	}

@@ -161,6 +161,10 @@ type PoolInfo struct {
 	Replays     int64 `json:"replays"`
 	Conflicts   int64 `json:"conflicts"`
 	Interrupted int64 `json:"interrupted"`
+	// Protocols counts the live sessions by the MCP version each
+	// negotiated (pool.Stats.Protocols): which era the process speaks to
+	// its servers in.
+	Protocols map[string]int64 `json:"protocols,omitempty"`
 }
 
 // Overview is what the fleet page shows, and GET /api/overview.

@@ -20,6 +20,7 @@ const (
 	MetricPoolSessionsOpen      = "switchboard_pool_sessions_open"
 	MetricPoolSessionsInUse     = "switchboard_pool_sessions_in_use"
 	MetricPoolSessionsIdle      = "switchboard_pool_sessions_idle"
+	MetricPoolSessionsProtocol  = "switchboard_pool_sessions_by_protocol"
 	MetricPoolDials             = "switchboard_pool_dials_total"
 	MetricPoolDialFailures      = "switchboard_pool_dial_failures_total"
 	MetricPoolReinitializations = "switchboard_pool_reinitializations_total"
@@ -45,7 +46,7 @@ var DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 type PoolCollector struct {
 	stats func() pool.Stats
 
-	open, inUse, idle                            *prometheus.Desc
+	open, inUse, idle, byProtocol                *prometheus.Desc
 	dials, dialFailures, reinits, retries, waits *prometheus.Desc
 	invalidations, closes                        *prometheus.Desc
 	idempotency                                  *prometheus.Desc
@@ -63,6 +64,7 @@ func NewPoolCollector(process string, stats func() pool.Stats) *PoolCollector {
 		open:          d(MetricPoolSessionsOpen, "MCP sessions open in the pool: live plus draining."),
 		inUse:         d(MetricPoolSessionsInUse, "MCP sessions with requests in flight."),
 		idle:          d(MetricPoolSessionsIdle, "Live MCP sessions without requests in flight."),
+		byProtocol:    d(MetricPoolSessionsProtocol, "Live MCP sessions by the protocol version each negotiated: 2025-11-25 has sessions, 2026-07-28 is sessionless.", "protocol"),
 		dials:         d(MetricPoolDials, "Session dials (connect and initialize) attempted."),
 		dialFailures:  d(MetricPoolDialFailures, "Session dials that failed."),
 		reinits:       d(MetricPoolReinitializations, "Sessions established to replace an expired or dead one."),
@@ -77,7 +79,7 @@ func NewPoolCollector(process string, stats func() pool.Stats) *PoolCollector {
 
 // Describe implements prometheus.Collector.
 func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.open, c.inUse, c.idle, c.dials, c.dialFailures, c.reinits, c.retries, c.waits, c.invalidations, c.closes, c.idempotency} {
+	for _, d := range []*prometheus.Desc{c.open, c.inUse, c.idle, c.byProtocol, c.dials, c.dialFailures, c.reinits, c.retries, c.waits, c.invalidations, c.closes, c.idempotency} {
 		ch <- d
 	}
 }
@@ -94,6 +96,9 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.open, s.Open)
 	gauge(c.inUse, s.InUse)
 	gauge(c.idle, s.Idle)
+	for _, v := range slices.Sorted(maps.Keys(s.Protocols)) {
+		ch <- prometheus.MustNewConstMetric(c.byProtocol, prometheus.GaugeValue, float64(s.Protocols[v]), v)
+	}
 	counter(c.dials, s.Dials)
 	counter(c.dialFailures, s.DialFailures)
 	counter(c.reinits, s.Reinitializations)

@@ -1,4 +1,9 @@
-package idempotency
+// Package ledger is the receiving side of Switchboard's idempotency
+// (docs/IDEMPOTENCY.md): the durable ledger of the calls an agent has run
+// (ledger.go, SQLite) and the guard, a go-sdk receiving middleware that
+// answers a repeated key from it (guard.go). The wire names and the key
+// format are in package idempotency above.
+package ledger
 
 import (
 	"context"
@@ -12,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-run/switchboard/internal/idempotency"
 )
 
 // The guard is a go-sdk receiving middleware. It advertises the capability
@@ -64,7 +70,7 @@ type GuardStats struct {
 
 // NewGuard returns a guard recording in l.
 func NewGuard(l *Ledger, opts *GuardOptions) *Guard {
-	g := &Guard{ledger: l, wait: DefaultWait, log: slog.New(slog.DiscardHandler),
+	g := &Guard{ledger: l, wait: idempotency.DefaultWait, log: slog.New(slog.DiscardHandler),
 		tx: map[string]TxLedger{}, pure: map[string]bool{}, flights: map[string]chan struct{}{}}
 	if opts != nil && opts.Wait > 0 {
 		g.wait = opts.Wait
@@ -90,8 +96,8 @@ func (g *Guard) Pure(tool string) {
 }
 
 // Capability is what the guard advertises.
-func (g *Guard) Capability() CapabilityInfo {
-	return CapabilityInfo{Version: Version, RetentionSeconds: int64(g.ledger.Retention() / time.Second), MaxRecords: g.ledger.MaxRecords()}
+func (g *Guard) Capability() idempotency.CapabilityInfo {
+	return idempotency.CapabilityInfo{Version: idempotency.Version, RetentionSeconds: int64(g.ledger.Retention() / time.Second), MaxRecords: g.ledger.MaxRecords()}
 }
 
 // Stats reports the guard's counters.
@@ -119,21 +125,6 @@ func CallFrom(ctx context.Context) (Call, bool) {
 // WithCall returns ctx carrying c, for tests of transactional tools.
 func WithCall(ctx context.Context, c Call) context.Context {
 	return context.WithValue(ctx, callKey{}, c)
-}
-
-type keyCtx struct{}
-
-// KeyFrom returns the idempotency key of the tools/call being served, if it
-// carried one: a tool that calls others derives their keys from it.
-func KeyFrom(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(keyCtx{}).(string)
-	return k, ok
-}
-
-// WithKey returns ctx as the guard makes it for a tools/call with key, for
-// in-process callers of tools that delegate.
-func WithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, keyCtx{}, key)
 }
 
 // Middleware is the guard as a go-sdk receiving middleware.
@@ -167,7 +158,7 @@ func (g *Guard) advertise(c *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	for k, v := range c.Experimental {
 		exp[k] = v
 	}
-	exp[CapabilityName] = g.Capability()
+	exp[idempotency.CapabilityName] = g.Capability()
 	c.Experimental = exp
 	return c
 }
@@ -177,14 +168,14 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 	if !ok || params == nil {
 		return next(ctx, method, req)
 	}
-	key, found, err := KeyFromMeta(params.Meta)
+	key, found, err := idempotency.KeyFromMeta(params.Meta)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	if !found {
 		return next(ctx, method, req)
 	}
-	ctx = context.WithValue(ctx, keyCtx{}, key)
+	ctx = idempotency.WithKey(ctx, key)
 	tool := params.Name
 	g.mu.Lock()
 	pure, txl := g.pure[tool], g.tx[tool]
@@ -196,11 +187,11 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 		cred = extra.Header.Get("Authorization")
 	}
-	fp, err := Fingerprint(tool, params.Arguments, cred)
+	fp, err := idempotency.Fingerprint(tool, params.Arguments, cred)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
-	created, timed := KeyTime(key)
+	created, timed := idempotency.KeyTime(key)
 	if timed && g.ledger.opts.Now().Sub(created) > g.ledger.Retention() {
 		g.expired.Add(1)
 		return nil, expiredError(key, created, g.ledger.Retention())
@@ -245,6 +236,17 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 		// refused chain): go-sdk answers those before the handler runs.
 		g.abandon(key)
 		return res, err
+	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.InputRequests != nil {
+		// Not an answer but a question (SEP-2322, multi round-trip: the
+		// tool needs input first, and holds no effect until it has it).
+		// The caller sends the call again, with the same key and its
+		// inputResponses; recorded, that retry would be answered with
+		// this question again, for ever. In the session era go-sdk asks
+		// and re-runs the handler below this middleware, so only a caller
+		// of 2026-07-28 brings this here.
+		g.abandon(key)
+		return res, nil
 	}
 	raw, err := json.Marshal(res)
 	if err == nil {
@@ -308,7 +310,7 @@ func (g *Guard) enter(ctx context.Context, key, tool string) (release func(), er
 func (g *Guard) answer(rec *Record, key, fp string) (mcp.Result, error) {
 	if rec.Fingerprint != fp {
 		g.conflicts.Add(1)
-		return nil, &jsonrpc.Error{Code: CodeConflict, Message: fmt.Sprintf(
+		return nil, &jsonrpc.Error{Code: idempotency.CodeConflict, Message: fmt.Sprintf(
 			"idempotency key %q was first used for a different request (tool %s, other arguments or another caller); nothing ran", key, rec.Tool)}
 	}
 	switch {
@@ -320,12 +322,12 @@ func (g *Guard) answer(rec *Record, key, fp string) (mcp.Result, error) {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
-		res.Meta[ReplayMetaKey] = true
+		res.Meta[idempotency.ReplayMetaKey] = true
 		g.replays.Add(1)
 		return &res, nil
 	case rec.State == StateInterrupted || rec.Incarnation != g.ledger.Incarnation():
 		g.interrupted.Add(1)
-		return nil, &jsonrpc.Error{Code: CodeInterrupted, Message: fmt.Sprintf(
+		return nil, &jsonrpc.Error{Code: idempotency.CodeInterrupted, Message: fmt.Sprintf(
 			"the call to %s with idempotency key %q was interrupted by a restart of the server while it ran (started %s); whether it took effect is unknown, and it is not run again",
 			rec.Tool, key, rec.Created.UTC().Format(time.RFC3339))}
 	default:
@@ -336,12 +338,12 @@ func (g *Guard) answer(rec *Record, key, fp string) (mcp.Result, error) {
 
 func stillRunningError(key, tool string, waited time.Duration) error {
 	data, _ := json.Marshal(map[string]any{"retryAfterMs": 500})
-	return &jsonrpc.Error{Code: CodeStillRunning, Message: fmt.Sprintf(
+	return &jsonrpc.Error{Code: idempotency.CodeStillRunning, Message: fmt.Sprintf(
 		"the call to %s with idempotency key %q is still running (waited %v); ask again later", tool, key, waited), Data: data}
 }
 
 func expiredError(key string, created time.Time, retention time.Duration) error {
-	return &jsonrpc.Error{Code: CodeKeyExpired, Message: fmt.Sprintf(
+	return &jsonrpc.Error{Code: idempotency.CodeKeyExpired, Message: fmt.Sprintf(
 		"idempotency key %q (created %s) is older than this server keeps records for (%v, or evicted for space); it is refused, not run",
 		key, created.UTC().Format(time.RFC3339), retention)}
 }
@@ -354,7 +356,7 @@ func ErrCode(err error) (int64, bool) {
 		return 0, false
 	}
 	switch w.Code {
-	case CodeConflict, CodeStillRunning, CodeInterrupted, CodeKeyExpired:
+	case idempotency.CodeConflict, idempotency.CodeStillRunning, idempotency.CodeInterrupted, idempotency.CodeKeyExpired:
 		return w.Code, true
 	}
 	return 0, false

@@ -1,4 +1,4 @@
-package idempotency_test
+package ledger_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
+	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,21 +29,21 @@ type in struct {
 // guard in front of three tools, and a client session to it.
 type rig struct {
 	t      *testing.T
-	ledger *idempotency.Ledger
-	guard  *idempotency.Guard
+	ledger *ledger.Ledger
+	guard  *ledger.Guard
 	cs     *mcp.ClientSession
 	runs   sync.Map // id -> *atomic.Int64
 	gate   chan struct{}
 	enter  chan string
 }
 
-func newRig(t *testing.T, path string, opts *idempotency.Options) *rig {
+func newRig(t *testing.T, path string, opts *ledger.Options) *rig {
 	t.Helper()
-	l, err := idempotency.Open(path, opts)
+	l, err := ledger.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, ledger: l, guard: idempotency.NewGuard(l, &idempotency.GuardOptions{Wait: 200 * time.Millisecond}),
+	r := &rig{t: t, ledger: l, guard: ledger.NewGuard(l, &ledger.GuardOptions{Wait: 200 * time.Millisecond}),
 		gate: make(chan struct{}), enter: make(chan string, 16)}
 	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "effect"}, func(ctx context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
@@ -168,7 +169,7 @@ func TestBadKeyRefused(t *testing.T) {
 }
 
 func TestExpiredKeyRefused(t *testing.T) {
-	r := newRig(t, filepath.Join(t.TempDir(), "l.db"), &idempotency.Options{Retention: time.Hour})
+	r := newRig(t, filepath.Join(t.TempDir(), "l.db"), &ledger.Options{Retention: time.Hour})
 	_, err := r.call("effect", "a", idempotency.NewKey(time.Now().Add(-2*time.Hour)))
 	if c := code(t, err); c != idempotency.CodeKeyExpired || r.runsOf("a") != 0 {
 		t.Fatalf("code %d runs %d", c, r.runsOf("a"))
@@ -228,7 +229,7 @@ func TestEvictionBoundsCountAndAdvancesHorizon(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	path := filepath.Join(t.TempDir(), "l.db")
-	l, err := idempotency.Open(path, &idempotency.Options{MaxRecords: 10, Now: clock})
+	l, err := ledger.Open(path, &ledger.Options{MaxRecords: 10, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,42 +262,11 @@ func TestEvictionBoundsCountAndAdvancesHorizon(t *testing.T) {
 	}
 }
 
-func TestFingerprintCanonical(t *testing.T) {
-	a, _ := idempotency.Fingerprint("t", []byte(`{"b":1, "a":[1,2]}`), "Bearer x")
-	b, _ := idempotency.Fingerprint("t", []byte(`{"a":[1,2],"b":1}`), "Bearer x")
-	c, _ := idempotency.Fingerprint("t", []byte(`{"a":[1,2],"b":1}`), "Bearer y")
-	d, _ := idempotency.Fingerprint("u", []byte(`{"a":[1,2],"b":1}`), "Bearer x")
-	if a != b || a == c || a == d {
-		t.Fatalf("fingerprints %s %s %s %s", a, b, c, d)
-	}
-	if _, err := idempotency.Fingerprint("t", []byte(`{`), ""); err == nil {
-		t.Fatal("malformed arguments fingerprinted")
-	}
-}
-
-func TestKeyTime(t *testing.T) {
-	now := time.UnixMilli(time.Now().UnixMilli())
-	k := idempotency.NewKey(now)
-	if err := idempotency.CheckKey(k); err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := idempotency.KeyTime(k); !ok || !got.Equal(now) {
-		t.Fatalf("KeyTime(%s) = %v %v, want %v", k, got, ok, now)
-	}
-	if _, ok := idempotency.KeyTime("caller-chosen"); ok {
-		t.Fatal("a key without the prefix has a time")
-	}
-	d1 := idempotency.DerivedKey(now, "run", "call_1")
-	if d1 != idempotency.DerivedKey(now, "run", "call_1") || d1 == idempotency.DerivedKey(now, "run", "call_2") || d1 == idempotency.DerivedKey(now, "runc", "all_1") {
-		t.Fatal("derived keys are not a function of their parts")
-	}
-}
-
 // TestEvictedKeyRefused: once records have been evicted for space, a new
 // timestamped key created before the horizon is refused, not run: its
 // record may have been among those evicted.
 func TestEvictedKeyRefused(t *testing.T) {
-	r := newRig(t, filepath.Join(t.TempDir(), "l.db"), &idempotency.Options{MaxRecords: 10})
+	r := newRig(t, filepath.Join(t.TempDir(), "l.db"), &ledger.Options{MaxRecords: 10})
 	for i := range 256 {
 		if _, err := r.call("effect", "fill", idempotency.NewKey(time.Now())); err != nil {
 			t.Fatalf("call %d: %v", i, err)

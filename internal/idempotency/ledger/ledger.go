@@ -1,4 +1,4 @@
-package idempotency
+package ledger
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+
+	"github.com/switchboard-run/switchboard/internal/idempotency"
 )
 
 // The ledger is one SQLite file in the agent's data directory. A call is
@@ -68,10 +70,10 @@ func (o *Options) defaults() Options {
 		r = *o
 	}
 	if r.Retention <= 0 {
-		r.Retention = DefaultRetention
+		r.Retention = idempotency.DefaultRetention
 	}
 	if r.MaxRecords <= 0 {
-		r.MaxRecords = DefaultMaxRecords
+		r.MaxRecords = idempotency.DefaultMaxRecords
 	}
 	if r.Now == nil {
 		r.Now = time.Now
