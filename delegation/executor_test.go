@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/pooltest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -55,7 +56,7 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 	a := sibling(t, "alpha", func(s *mcp.Server) { addRaw(s, "wait", barrier) })
 	b := sibling(t, "beta", func(s *mcp.Server) { addRaw(s, "wait", barrier) })
-	e := executor(t, newPool(t), a, b)
+	e := executor(t, pooltest.New(t, nil), a, b)
 
 	var mu sync.Mutex
 	var events []delegation.Event
@@ -102,7 +103,7 @@ func TestChainInMeta(t *testing.T) {
 			return text("stored"), nil
 		})
 	})
-	e := executor(t, newPool(t), srv)
+	e := executor(t, pooltest.New(t, nil), srv)
 	e.Chain = delegation.Chain{RunID: "run-42", Agents: []string{"user", "oracle"}, Depth: 2}
 	res := e.Run(t.Context(), []delegation.Call{{ID: "c1", Name: "packrat__store_note", Arguments: `{"text":"launch moved to Friday"}`}})
 	if res[0].IsError {
@@ -150,7 +151,7 @@ func TestFailuresBecomeToolResults(t *testing.T) {
 	ln.Close()
 	down := &pool.Server{Name: "abacus", URL: downURL}
 
-	p := newPool(t)
+	p := pooltest.New(t, nil)
 	tb := delegation.NewToolbox([]delegation.ServerTools{
 		{Server: packrat, Tools: mustList(t, p, packrat)},
 		{Server: down, Tools: []*mcp.Tool{{Name: "calculate", InputSchema: objectSchema}}},
@@ -288,7 +289,7 @@ func TestCancellationReachesSibling(t *testing.T) {
 			}
 		})
 	})
-	e := executor(t, newPool(t), srv)
+	e := executor(t, pooltest.New(t, nil), srv)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-started; cancel() }()
 	r := e.Run(ctx, []delegation.Call{{ID: "1", Name: "packrat__slow"}})[0]
@@ -313,7 +314,7 @@ func TestDiscoverKeepsGoingPastAFailedServer(t *testing.T) {
 	down := &pool.Server{Name: "abacus", URL: "http://" + ln.Addr().String()}
 	ln.Close()
 
-	tb := delegation.Discover(t.Context(), newPool(t), nil, &delegation.DiscoverOptions{Servers: []*pool.Server{down, packrat}})
+	tb := delegation.Discover(t.Context(), pooltest.New(t, nil), nil, &delegation.DiscoverOptions{Servers: []*pool.Server{down, packrat}})
 	var names []string
 	for _, tg := range tb.Targets() {
 		names = append(names, tg.Name)

@@ -10,11 +10,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/pooltest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -31,7 +31,7 @@ func TestDelegationKeysDerived(t *testing.T) {
 	g := ledger.NewGuard(l, nil)
 	ts := mcptest.Start(t, &mcptest.Options{Middleware: g.Middleware})
 	srv := &pool.Server{Name: "packrat", URL: ts.URL()}
-	p := newPool(t)
+	p := pooltest.New(t, nil)
 	tb := delegation.NewToolbox([]delegation.ServerTools{{Server: srv, Tools: mustList(t, p, srv)}})
 	e := &delegation.Executor{Caller: p, Tools: tb, Chain: delegation.Chain{RunID: "run-1", Agents: []string{"oracle"}, Depth: 1}}
 	// The agent server's guard and a program of its own put the key in the
@@ -78,7 +78,7 @@ func TestInterruptedRendered(t *testing.T) {
 			return nil, &jsonrpc.Error{Code: idempotency.CodeInterrupted, Message: "interrupted by a restart"}
 		})
 	})
-	p := newPool(t)
+	p := pooltest.New(t, nil)
 	tb := delegation.NewToolbox([]delegation.ServerTools{{Server: srv, Tools: mustList(t, p, srv)}})
 	e := &delegation.Executor{Caller: p, Tools: tb}
 	r := e.Run(t.Context(), []delegation.Call{{ID: "1", Name: "packrat__store", Arguments: `{}`}})[0]

@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/switchboard-run/switchboard/pool"
 	"go.uber.org/goleak"
+
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,14 +44,6 @@ func dropping(h http.Handler, tool string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// newPool returns a pool closed when the test ends.
-func newPool(t *testing.T) *pool.Pool {
-	t.Helper()
-	p := pool.New(nil)
-	t.Cleanup(func() { p.Close() })
-	return p
 }
 
 // text is a tool result with one text content.

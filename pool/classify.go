@@ -33,13 +33,12 @@ func (ev evidence) undispatched() bool {
 
 // Invalidation and close reasons, as reported in Stats.
 const (
-	reasonExpired  = "expired"   // the server answered 404 to the session id
-	reasonDied     = "died"      // the session ended on its own (GET stream, keepalive, process exit)
-	reasonRejected = "rejected"  // an intermediary refused the session (400 with a JSON-RPC error)
-	reasonIdle     = "idle"      // idle longer than IdleTimeout
-	reasonClosed   = "closed"    // Pool.Close
-	reasonBroken   = "broken"    // the session failed in a way that leaves it unusable
-	reasonDialGone = "dial_gone" // the session died between dial and first use
+	reasonExpired  = "expired"  // the server answered 404 to the session id
+	reasonDied     = "died"     // the session ended on its own (GET stream, keepalive, process exit)
+	reasonRejected = "rejected" // an intermediary refused the session (400 with a JSON-RPC error)
+	reasonIdle     = "idle"     // idle longer than IdleTimeout
+	reasonClosed   = "closed"   // Pool.Close
+	reasonBroken   = "broken"   // the session failed in a way that leaves it unusable
 )
 
 // verdict is what the pool does with a failed request.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 )
 
 // TestOneDialPerKey races many callers on the first use of many fresh keys.
@@ -152,7 +153,7 @@ func TestShutdownBoundsTheWaitForCallsInFlight(t *testing.T) {
 	shut := make(chan error, 1)
 	go func() { shut <- p.Shutdown(ctx) }()
 	// Shutdown is waiting for the call: new calls are refused meanwhile.
-	eventually(t, "the pool to refuse new calls", func() bool {
+	waittest.Until(t, 10*time.Second, "the pool to refuse new calls", func() bool {
 		_, err := call(context.Background(), p, srv, "echo", "late")
 		return errors.Is(err, ErrClosed)
 	})
@@ -202,13 +203,7 @@ func TestFreshSessionIsNotSweptBeforeItsCaller(t *testing.T) {
 		_, err := call(context.Background(), p, srv, "echo", "late")
 		errc <- err
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for p.Stats().Open != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the dial did not install a session")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waittest.Until(t, 20*time.Second, "the dial to install a session", func() bool { return p.Stats().Open == 1 })
 	for range 10 { // ten sweeps, each past the idle timeout, before the caller takes it
 		<-sweeps
 	}

@@ -126,7 +126,8 @@ func TestInFlightCallRetiredBySiblingsExpiryIsOutcomeUnknown(t *testing.T) {
 }
 
 // A close that takes long (the server holds DELETE) does not block other
-// callers of the pool, and a close that overruns CloseTimeout is aborted.
+// callers of the pool. (That a close overrunning CloseTimeout is aborted is
+// TestCloseTimeoutAbortsAStuckClose.)
 func TestSlowCloseDoesNotBlockCallers(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, &Options{CloseTimeout: time.Minute})
@@ -158,19 +159,19 @@ func TestSlowCloseDoesNotBlockCallers(t *testing.T) {
 		t.Fatal("the invalidated session was never closed")
 	}
 
-	// The close is now stuck in DELETE. Everyone else goes on.
+	// The close is now stuck in DELETE. Everyone else goes on: each call
+	// has mustCall's 20 s deadline, and the DELETE is held until released
+	// below, so a call that waited for the close fails.
 	start := time.Now()
 	for i := range 20 {
 		mustCall(t, p, srv, "echo", "during-close-"+string(rune('a'+i)))
-		p.Stats()
+		if st := p.Stats(); st.Closes != 0 {
+			// A close is counted when it has finished: if it had, the
+			// calls did not run beside a stuck close and prove nothing.
+			t.Fatalf("call %d: %d closes finished while the DELETE was held; want the close still stuck", i, st.Closes)
+		}
 	}
-	took := time.Since(start)
-	select {
-	case <-releaseDelete:
-		t.Fatal("unreachable")
-	default: // the DELETE is still held: the calls above did not wait for it
-	}
-	t.Logf("20 calls and Stats while a close was stuck in DELETE: %v", took)
+	t.Logf("20 calls and Stats while a close was stuck in DELETE: %v", time.Since(start))
 	close(releaseDelete)
 	eventually(t, "the slow close to finish", func() bool { return p.Stats().Closes >= 1 })
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 )
 
 type testServer = mcptest.Server
@@ -90,14 +91,8 @@ func asPoolError(t *testing.T, err error) *Error {
 	return pe
 }
 
-// eventually polls cond until it holds or a deadline passes.
+// eventually is waittest.Until with the deadline of this package's tests.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.Until(t, 10*time.Second, what, cond)
 }

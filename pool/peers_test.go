@@ -8,13 +8,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/peertest"
 )
 
 // peersDir holds the third-party MCP servers the tests run against, pinned
@@ -23,20 +24,12 @@ import (
 //	npm ci --prefix pool/testdata/peers
 const peersDir = "testdata/peers"
 
-// needPeers skips the test when the npm peers are not installed, except in
-// CI, where a missing install is a failure.
+// needPeers returns node once the npm peers are installed (see
+// [peertest.Module]: a skip without them, a failure in CI).
 func needPeers(t *testing.T) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join(peersDir, "node_modules", "@modelcontextprotocol", "server-everything", "package.json"))
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("npm peers not installed (%v); run: npm ci --prefix pool/testdata/peers", err)
-		}
-		t.Skipf("npm peers not installed (%v); run: npm ci --prefix pool/testdata/peers", err)
-	}
+	node := peertest.Node(t)
+	peertest.Module(t, peersDir, "@modelcontextprotocol/server-everything")
 	return node
 }
 

@@ -525,6 +525,12 @@ func (p *Pool) acquire(ctx context.Context, srv *Server, k key, a *attempt) (*en
 
 	select {
 	case <-dc.done:
+		if pe, ok := dc.err.(*Error); ok {
+			// Every waiter of the dial gets it, and do fills in the
+			// caller's method, tool and kind: each caller needs its own.
+			own := *pe
+			return nil, &own
+		}
 		if dc.err != nil {
 			return nil, dc.err
 		}

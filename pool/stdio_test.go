@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,10 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/proctest"
 )
 
 func stdioServer(mode string) *Server {
@@ -59,22 +59,7 @@ func TestStdioEnvironmentIsAnAllowList(t *testing.T) {
 }
 
 // syncBuffer is a log sink the stderr goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = proctest.SyncBuffer
 
 // A stdio server's stderr goes to the pool's logger with the server's name,
 // line by line, long lines cut.

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/agents/internal/tooltest"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 )
 
 // serve registers abacus on a fresh server and connects a client to it
@@ -60,12 +61,12 @@ func TestToolCalculate(t *testing.T) {
 	cs := serve(t)
 	var out calculateOut
 	res := tooltest.Call(t, cs, "calculate", map[string]any{"expression": "2 + 3 * 4"}, &out)
-	if res.IsError || out.Result != 14 || tooltest.Text(res) != "2 + 3 * 4 = 14" {
-		t.Fatalf("calculate = %q %+v", tooltest.Text(res), out)
+	if res.IsError || out.Result != 14 || mcptest.Text(res) != "2 + 3 * 4 = 14" {
+		t.Fatalf("calculate = %q %+v", mcptest.Text(res), out)
 	}
 	res = tooltest.Call(t, cs, "calculate", map[string]any{"expression": "0.1 + 0.2"}, &out)
-	if res.IsError || out.Result != 0.3 || tooltest.Text(res) != "0.1 + 0.2 = 0.3" {
-		t.Fatalf("calculate = %q %+v", tooltest.Text(res), out)
+	if res.IsError || out.Result != 0.3 || mcptest.Text(res) != "0.1 + 0.2 = 0.3" {
+		t.Fatalf("calculate = %q %+v", mcptest.Text(res), out)
 	}
 
 	tests := []struct {
@@ -78,12 +79,12 @@ func TestToolCalculate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		res := tooltest.Call(t, cs, "calculate", map[string]any{"expression": tt.expr}, nil)
-		if !res.IsError || tooltest.Text(res) != tt.want {
-			t.Errorf("calculate(%q) = isError %v, %q; want a tool error %q", tt.expr, res.IsError, tooltest.Text(res), tt.want)
+		if !res.IsError || mcptest.Text(res) != tt.want {
+			t.Errorf("calculate(%q) = isError %v, %q; want a tool error %q", tt.expr, res.IsError, mcptest.Text(res), tt.want)
 		}
 	}
-	if res := tooltest.Call(t, cs, "calculate", map[string]any{}, nil); !res.IsError || !strings.Contains(tooltest.Text(res), "expression") {
-		t.Errorf("calculate without expression = %q", tooltest.Text(res))
+	if res := tooltest.Call(t, cs, "calculate", map[string]any{}, nil); !res.IsError || !strings.Contains(mcptest.Text(res), "expression") {
+		t.Errorf("calculate without expression = %q", mcptest.Text(res))
 	}
 }
 
@@ -91,12 +92,12 @@ func TestToolConvertUnits(t *testing.T) {
 	cs := serve(t)
 	var out convertOut
 	res := tooltest.Call(t, cs, "convert_units", map[string]any{"value": 5, "from": "km", "to": "mi"}, &out)
-	if res.IsError || out.From != "km" || out.To != "mi" || out.Category != "length" || tooltest.Text(res) != "5 km = 3.10685596118667 mi" {
-		t.Fatalf("convert_units = %q %+v", tooltest.Text(res), out)
+	if res.IsError || out.From != "km" || out.To != "mi" || out.Category != "length" || mcptest.Text(res) != "5 km = 3.10685596118667 mi" {
+		t.Fatalf("convert_units = %q %+v", mcptest.Text(res), out)
 	}
 	res = tooltest.Call(t, cs, "convert_units", map[string]any{"value": 1, "from": "kg", "to": "km"}, nil)
-	if !res.IsError || !strings.Contains(tooltest.Text(res), "cannot convert kg (mass) to km (length)") {
-		t.Errorf("convert_units kg→km = %q", tooltest.Text(res))
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "cannot convert kg (mass) to km (length)") {
+		t.Errorf("convert_units kg→km = %q", mcptest.Text(res))
 	}
 }
 
@@ -104,16 +105,16 @@ func TestToolDateMath(t *testing.T) {
 	cs := serve(t)
 	var out dateMathOut
 	res := tooltest.Call(t, cs, "date_math", map[string]any{"operation": "add", "date": "2025-01-15", "amount": 90}, &out)
-	if res.IsError || out.Result != "2025-04-15" || tooltest.Text(res) != "2025-01-15 + 90 days = 2025-04-15 (Tuesday)" {
-		t.Fatalf("date_math add = %q %+v", tooltest.Text(res), out)
+	if res.IsError || out.Result != "2025-04-15" || mcptest.Text(res) != "2025-01-15 + 90 days = 2025-04-15 (Tuesday)" {
+		t.Fatalf("date_math add = %q %+v", mcptest.Text(res), out)
 	}
 	res = tooltest.Call(t, cs, "date_math", map[string]any{"operation": "between", "date": "2025-01-01", "end_date": "2025-12-25"}, &out)
-	if res.IsError || out.Days == nil || *out.Days != 358 || tooltest.Text(res) != "From 2025-01-01 to 2025-12-25 is 358 days (51 weeks and 1 day)." {
-		t.Fatalf("date_math between = %q %+v", tooltest.Text(res), out)
+	if res.IsError || out.Days == nil || *out.Days != 358 || mcptest.Text(res) != "From 2025-01-01 to 2025-12-25 is 358 days (51 weeks and 1 day)." {
+		t.Fatalf("date_math between = %q %+v", mcptest.Text(res), out)
 	}
 	res = tooltest.Call(t, cs, "date_math", map[string]any{"operation": "weekday", "date": "1969-07-20"}, &out)
 	if res.IsError || out.Weekday != "Sunday" {
-		t.Fatalf("date_math weekday = %q %+v", tooltest.Text(res), out)
+		t.Fatalf("date_math weekday = %q %+v", mcptest.Text(res), out)
 	}
 	for _, args := range []map[string]any{
 		{"operation": "add", "date": "2025-02-30", "amount": 1},
@@ -121,9 +122,9 @@ func TestToolDateMath(t *testing.T) {
 		{"operation": "add", "date": "2025-01-01", "amount": 1, "unit": "fortnights"},
 	} {
 		if res := tooltest.Call(t, cs, "date_math", args, nil); !res.IsError {
-			t.Errorf("date_math(%v) = %q, want a tool error", args, tooltest.Text(res))
+			t.Errorf("date_math(%v) = %q, want a tool error", args, mcptest.Text(res))
 		} else {
-			t.Logf("date_math(%v) → %q", args, tooltest.Text(res))
+			t.Logf("date_math(%v) → %q", args, mcptest.Text(res))
 		}
 	}
 }

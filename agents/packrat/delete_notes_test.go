@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/agents/internal/tooltest"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 )
 
 // serveAsking is serve with a client that answers elicitations with answer
@@ -53,7 +54,7 @@ func storeTagged(t *testing.T, cs *mcp.ClientSession, n int, tag string) {
 	for range n {
 		res := tooltest.Call(t, cs, "store_note", map[string]any{"text": "x", "tags": []string{tag}}, nil)
 		if res.IsError {
-			t.Fatal(tooltest.Text(res))
+			t.Fatal(mcptest.Text(res))
 		}
 	}
 }
@@ -94,8 +95,8 @@ func TestDeleteNotesConfirmation(t *testing.T) {
 			storeTagged(t, cs, 1, "keep")
 			var out deleteNotesOut
 			res := tooltest.Call(t, cs, "delete_notes", map[string]any{"tag": "Old"}, &out)
-			if res.IsError || !strings.Contains(tooltest.Text(res), c.says) {
-				t.Fatalf("delete_notes: %q (error %v), want it to say %q", tooltest.Text(res), res.IsError, c.says)
+			if res.IsError || !strings.Contains(mcptest.Text(res), c.says) {
+				t.Fatalf("delete_notes: %q (error %v), want it to say %q", mcptest.Text(res), res.IsError, c.says)
 			}
 			if got := tagged(t, cs, "old"); got != c.left {
 				t.Errorf("%d notes tagged old left, want %d", got, c.left)
@@ -116,12 +117,12 @@ func TestDeleteNotesConfirmation(t *testing.T) {
 		cs, asked := serveAsking(t, nil)
 		storeTagged(t, cs, 1, "old")
 		res := tooltest.Call(t, cs, "delete_notes", map[string]any{"tag": "old"}, nil)
-		if res.IsError || tooltest.Text(res) != `Deleted 1 note tagged "old".` || tagged(t, cs, "old") != 0 || len(*asked) != 0 {
-			t.Fatalf("%q, asked %q", tooltest.Text(res), *asked)
+		if res.IsError || mcptest.Text(res) != `Deleted 1 note tagged "old".` || tagged(t, cs, "old") != 0 || len(*asked) != 0 {
+			t.Fatalf("%q, asked %q", mcptest.Text(res), *asked)
 		}
 		res = tooltest.Call(t, cs, "delete_notes", map[string]any{"tag": "old"}, nil)
-		if res.IsError || tooltest.Text(res) != `No notes tagged "old"; nothing deleted.` {
-			t.Fatalf("%q", tooltest.Text(res))
+		if res.IsError || mcptest.Text(res) != `No notes tagged "old"; nothing deleted.` {
+			t.Fatalf("%q", mcptest.Text(res))
 		}
 	})
 	t.Run("blank tag", func(t *testing.T) {

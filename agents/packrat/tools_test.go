@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/agents/internal/tooltest"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 )
 
 // serve registers packrat on a fresh server over dataDir and connects a
@@ -41,11 +42,11 @@ func serve(t *testing.T, dataDir string) (cs *mcp.ClientSession, stop func()) {
 func wantToolError(t *testing.T, res *mcp.CallToolResult, substrs ...string) {
 	t.Helper()
 	if !res.IsError {
-		t.Fatalf("got success %q, want a tool error containing %q", tooltest.Text(res), substrs)
+		t.Fatalf("got success %q, want a tool error containing %q", mcptest.Text(res), substrs)
 	}
 	for _, s := range substrs {
-		if !strings.Contains(tooltest.Text(res), s) {
-			t.Errorf("tool error %q does not contain %q", tooltest.Text(res), s)
+		if !strings.Contains(mcptest.Text(res), s) {
+			t.Errorf("tool error %q does not contain %q", mcptest.Text(res), s)
 		}
 	}
 }
@@ -93,44 +94,44 @@ func TestToolsRoundTrip(t *testing.T) {
 	var stored storeNoteOut
 	res := tooltest.Call(t, cs, "store_note", map[string]any{"text": "The wifi password is hunter2", "title": "Wifi", "tags": []string{"Home"}}, &stored)
 	if res.IsError || !stored.Stored || stored.ID == 0 {
-		t.Fatalf("store_note = %q %+v", tooltest.Text(res), stored)
+		t.Fatalf("store_note = %q %+v", mcptest.Text(res), stored)
 	}
-	if want := fmt.Sprintf("Stored note %d.", stored.ID); tooltest.Text(res) != want {
-		t.Errorf("store_note text = %q, want %q", tooltest.Text(res), want)
+	if want := fmt.Sprintf("Stored note %d.", stored.ID); mcptest.Text(res) != want {
+		t.Errorf("store_note text = %q, want %q", mcptest.Text(res), want)
 	}
 
 	var got Note
 	res = tooltest.Call(t, cs, "get_note", map[string]any{"id": stored.ID}, &got)
 	if res.IsError || got.Text != "The wifi password is hunter2" || got.Title != "Wifi" || !slices.Equal(got.Tags, []string{"home"}) {
-		t.Fatalf("get_note = %q %+v", tooltest.Text(res), got)
+		t.Fatalf("get_note = %q %+v", mcptest.Text(res), got)
 	}
-	if !strings.Contains(tooltest.Text(res), "hunter2") {
-		t.Errorf("get_note text %q does not show the note", tooltest.Text(res))
+	if !strings.Contains(mcptest.Text(res), "hunter2") {
+		t.Errorf("get_note text %q does not show the note", mcptest.Text(res))
 	}
 
 	var found notesOut
 	res = tooltest.Call(t, cs, "search_notes", map[string]any{"query": "WIFI password"}, &found)
 	if res.IsError || found.Count != 1 || found.Notes[0].ID != stored.ID || found.More {
-		t.Fatalf("search_notes = %q %+v", tooltest.Text(res), found)
+		t.Fatalf("search_notes = %q %+v", mcptest.Text(res), found)
 	}
 	res = tooltest.Call(t, cs, "search_notes", map[string]any{"query": "nothing like it"}, &found)
 	if res.IsError || found.Count != 0 || found.Notes == nil {
-		t.Fatalf("search_notes (no match) = %q %+v; want an empty, non-nil list", tooltest.Text(res), found)
+		t.Fatalf("search_notes (no match) = %q %+v; want an empty, non-nil list", mcptest.Text(res), found)
 	}
-	if !strings.Contains(tooltest.Text(res), "No notes") {
-		t.Errorf("search_notes (no match) text = %q", tooltest.Text(res))
+	if !strings.Contains(mcptest.Text(res), "No notes") {
+		t.Errorf("search_notes (no match) text = %q", mcptest.Text(res))
 	}
 
 	var listed notesOut
 	res = tooltest.Call(t, cs, "list_notes", map[string]any{"tag": "home"}, &listed)
 	if res.IsError || listed.Count != 1 {
-		t.Fatalf("list_notes = %q %+v", tooltest.Text(res), listed)
+		t.Fatalf("list_notes = %q %+v", mcptest.Text(res), listed)
 	}
 
 	var deleted deleteNoteOut
 	res = tooltest.Call(t, cs, "delete_note", map[string]any{"id": stored.ID}, &deleted)
 	if res.IsError || !deleted.Deleted || deleted.Note.ID != stored.ID {
-		t.Fatalf("delete_note = %q %+v", tooltest.Text(res), deleted)
+		t.Fatalf("delete_note = %q %+v", mcptest.Text(res), deleted)
 	}
 	wantToolError(t, tooltest.Call(t, cs, "get_note", map[string]any{"id": stored.ID}, nil), "not found", fmt.Sprint(stored.ID))
 }
@@ -157,7 +158,7 @@ func TestToolsErrors(t *testing.T) {
 		t.Run(fmt.Sprint(tt.tool, tt.args), func(t *testing.T) {
 			res := tooltest.Call(t, cs, tt.tool, tt.args, nil)
 			wantToolError(t, res, tt.want...)
-			t.Logf("%s(%v) → %q", tt.tool, tt.args, tooltest.Text(res))
+			t.Logf("%s(%v) → %q", tt.tool, tt.args, mcptest.Text(res))
 		})
 	}
 }
@@ -193,15 +194,15 @@ func TestToolsIdempotentStore(t *testing.T) {
 	newly := 0
 	for i := range n {
 		if errs[i] != nil || ress[i].IsError {
-			t.Fatalf("call %d: err=%v result=%q", i, errs[i], tooltest.Text(ress[i]))
+			t.Fatalf("call %d: err=%v result=%q", i, errs[i], mcptest.Text(ress[i]))
 		}
 		if outs[i].ID != outs[0].ID {
 			t.Errorf("call %d: id %d, call 0: id %d", i, outs[i].ID, outs[0].ID)
 		}
 		if outs[i].Stored {
 			newly++
-		} else if !strings.Contains(tooltest.Text(ress[i]), "already stored") {
-			t.Errorf("call %d: repeat text %q", i, tooltest.Text(ress[i]))
+		} else if !strings.Contains(mcptest.Text(ress[i]), "already stored") {
+			t.Errorf("call %d: repeat text %q", i, mcptest.Text(ress[i]))
 		}
 	}
 	if newly != 1 {
@@ -228,7 +229,7 @@ func TestToolsPersistAcrossRestart(t *testing.T) {
 	cs, _ = serve(t, dir)
 	var got Note
 	if res := tooltest.Call(t, cs, "get_note", map[string]any{"id": stored.ID}, &got); res.IsError || got.Text != "survives restarts" {
-		t.Fatalf("after restart get_note = %q %+v", tooltest.Text(res), got)
+		t.Fatalf("after restart get_note = %q %+v", mcptest.Text(res), got)
 	}
 	var again storeNoteOut
 	tooltest.Call(t, cs, "store_note", map[string]any{"text": "survives restarts", "idempotency_key": "k"}, &again)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -97,12 +98,12 @@ func TestElicitByCallerEra(t *testing.T) {
 	}
 
 	res := ask("")
-	if asked.Load() != 0 || count() != 3 || strings.Contains(text(res), "outcome_unknown") || !strings.Contains(text(res), "delete") {
+	if asked.Load() != 0 || count() != 3 || strings.Contains(mcptest.Text(res), "outcome_unknown") || !strings.Contains(mcptest.Text(res), "delete") {
 		t.Fatalf("sessionless caller: asked %d times, %d notes left, answer %q; want a decline: never asked, 3 left, no unknown outcome",
-			asked.Load(), count(), text(res))
+			asked.Load(), count(), mcptest.Text(res))
 	}
 	res = ask(pool.Protocol20251125)
 	if asked.Load() != 1 || count() != 0 {
-		t.Fatalf("session caller: asked %d times, %d notes left, answer %q; want asked once and the notes gone", asked.Load(), count(), text(res))
+		t.Fatalf("session caller: asked %d times, %d notes left, answer %q; want asked once and the notes gone", asked.Load(), count(), mcptest.Text(res))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -75,7 +76,7 @@ func TestBothEras(t *testing.T) {
 
 			in := delegation.Chain{RunID: "run-e", Agents: []string{"oracle"}, Depth: 1}
 			res, err := p.CallTool(ctx, srv, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}, Meta: in.Meta()})
-			if err != nil || res.IsError || text(res) != `{"run_id":"run-e","agents":["oracle","kappa"],"depth":2}` {
+			if err != nil || res.IsError || mcptest.Text(res) != `{"run_id":"run-e","agents":["oracle","kappa"],"depth":2}` {
 				t.Fatalf("whoami with a chain: %v %v", err, res)
 			}
 			if got := p.Stats().Protocols; got[era.want] != 1 || len(got) != 1 {
@@ -85,7 +86,7 @@ func TestBothEras(t *testing.T) {
 			t.Run("chain", func(t *testing.T) {
 				deep := delegation.Chain{RunID: "r", Agents: []string{"a", "b", "c"}, Depth: 3}
 				res, err := p.CallTool(ctx, srv, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}, Meta: deep.Meta()})
-				if err != nil || !res.IsError || !strings.Contains(text(res), "too deep") {
+				if err != nil || !res.IsError || !strings.Contains(mcptest.Text(res), "too deep") {
 					t.Fatalf("a chain at the limit: %v %v, want the refusal", err, res)
 				}
 			})
@@ -94,7 +95,7 @@ func TestBothEras(t *testing.T) {
 				msgs := make(chan string, 3)
 				pctx := pool.WithProgress(ctx, func(n *mcp.ProgressNotificationParams) { msgs <- n.Message })
 				res, err := p.CallTool(pctx, srv, &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{}})
-				if err != nil || text(res) != "done" {
+				if err != nil || mcptest.Text(res) != "done" {
 					t.Fatalf("progress: %v %v", err, res)
 				}
 				// go-sdk may hand a notification read before the result to
@@ -142,14 +143,14 @@ func TestBothEras(t *testing.T) {
 					if err != nil || res.IsError {
 						t.Fatalf("store_note: %v %v", err, res)
 					}
-					texts = append(texts, text(res))
+					texts = append(texts, mcptest.Text(res))
 				}
 				if texts[0] != texts[1] || p.Stats().Replays != 1 {
 					t.Fatalf("repeat: %q, replays %d, want the first answer replayed", texts, p.Stats().Replays)
 				}
 				list, err := p.CallTool(ctx, srv, &mcp.CallToolParams{Name: "list_notes", Arguments: map[string]any{"tag": tag}})
-				if err != nil || !strings.HasPrefix(text(list), "1 note ") {
-					t.Fatalf("archive after a repeated store: %v %q", err, text(list))
+				if err != nil || !strings.HasPrefix(mcptest.Text(list), "1 note ") {
+					t.Fatalf("archive after a repeated store: %v %q", err, mcptest.Text(list))
 				}
 			})
 
@@ -157,8 +158,8 @@ func TestBothEras(t *testing.T) {
 				tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
 				sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled, Remote: true})
 				res, err := p.CallTool(trace.ContextWithRemoteSpanContext(ctx, sc), srv, &mcp.CallToolParams{Name: "traceid", Arguments: map[string]any{}})
-				if err != nil || text(res) != tid.String() {
-					t.Fatalf("traceid: %v %q, want %s", err, text(res), tid)
+				if err != nil || mcptest.Text(res) != tid.String() {
+					t.Fatalf("traceid: %v %q, want %s", err, mcptest.Text(res), tid)
 				}
 			})
 
@@ -244,8 +245,8 @@ func TestRestartBetweenCallsByEra(t *testing.T) {
 				for i := range n {
 					id := fmt.Sprintf("%s%d", prefix, i)
 					res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_notes", Arguments: map[string]any{"tag": id}})
-					if err != nil || !strings.HasPrefix(text(res), "1 note ") {
-						t.Fatalf("notes of %s: %v %q, want exactly 1", id, err, text(res))
+					if err != nil || !strings.HasPrefix(mcptest.Text(res), "1 note ") {
+						t.Fatalf("notes of %s: %v %q, want exactly 1", id, err, mcptest.Text(res))
 					}
 				}
 			}

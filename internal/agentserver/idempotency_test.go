@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -48,8 +49,8 @@ func TestIdempotencyDeclared(t *testing.T) {
 		t.Fatal(err, first)
 	}
 	again, err := cs.CallTool(t.Context(), store)
-	if err != nil || again.Meta[idempotency.ReplayMetaKey] != true || text(again) != text(first) {
-		t.Fatalf("repeat: %v, meta %v, %q vs %q", err, again.Meta, text(again), text(first))
+	if err != nil || again.Meta[idempotency.ReplayMetaKey] != true || mcptest.Text(again) != mcptest.Text(first) {
+		t.Fatalf("repeat: %v, meta %v, %q vs %q", err, again.Meta, mcptest.Text(again), mcptest.Text(first))
 	}
 	a, _ := json.Marshal(first.StructuredContent)
 	b, _ := json.Marshal(again.StructuredContent)
@@ -60,8 +61,8 @@ func TestIdempotencyDeclared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(text(list), "1 note ") {
-		t.Fatalf("archive after a repeated store: %q", text(list))
+	if !strings.HasPrefix(mcptest.Text(list), "1 note ") {
+		t.Fatalf("archive after a repeated store: %q", mcptest.Text(list))
 	}
 	n, err := s.idem.ledger.Count(t.Context())
 	if err != nil || n != 0 {
@@ -107,7 +108,7 @@ func TestAskRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := cs.CallTool(t.Context(), ask)
-	if err != nil || again.Meta[idempotency.ReplayMetaKey] != true || text(again) != text(first) {
+	if err != nil || again.Meta[idempotency.ReplayMetaKey] != true || mcptest.Text(again) != mcptest.Text(first) {
 		t.Fatalf("repeat: %v %v", err, again)
 	}
 	// The turn ran once: one ask counted, whatever its outcome.

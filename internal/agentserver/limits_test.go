@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -170,7 +171,7 @@ func TestMaxConcurrentFlag(t *testing.T) {
 	_, url := startServe(t, t.TempDir(), "--agent", bundledAgent("abacus"), "--max-concurrent", "2")
 	cs := connect(t, url, nil)
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "calculate", Arguments: map[string]any{"expression": "20+22"}})
-	if err != nil || !strings.Contains(text(res), "42") {
+	if err != nil || !strings.Contains(mcptest.Text(res), "42") {
 		t.Fatalf("calculate with --max-concurrent 2: %v %v", res, err)
 	}
 	cmd := exec.Command(switchboardBin, "agent", "serve", "--agent", bundledAgent("abacus"), "--max-concurrent", "-1")

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 // switchboardBin is the real binary, built once for the process tests.
@@ -13,6 +13,6 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
+func TestMain(m *testing.M) { testbin.Main{Bin: &switchboardBin, Root: &moduleRoot}.Run(m) }
 
 func bundledAgent(name string) string { return filepath.Join(moduleRoot, "agents", name) }

@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
 )
 
 const readyTimeout = 30 * time.Second
 
 // startServe runs the real `switchboard agent serve` in dir and returns it
 // with its MCP URL, read from its one stdout line.
-func startServe(t *testing.T, dir string, args ...string) (*mcphttptest.Process, string) {
+func startServe(t *testing.T, dir string, args ...string) (*proctest.Process, string) {
 	t.Helper()
-	p := mcphttptest.StartProcess(t, dir, nil, readyTimeout, "switchboard agent ", switchboardBin, append([]string{"agent", "serve"}, args...)...)
+	p := proctest.StartProcess(t, dir, nil, readyTimeout, "switchboard agent ", switchboardBin, append([]string{"agent", "serve"}, args...)...)
 	_, url, ok := strings.Cut(p.Ready, " listening on ")
 	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/mcp") {
 		t.Fatalf("ready line %q", p.Ready)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -37,7 +38,7 @@ func TestSecurity(t *testing.T) {
 	t.Run("oversized body is 413", func(t *testing.T) { mcphttptest.CheckBodyLimit(t, ctx, c, mcphttp.DefaultMaxBodyBytes) })
 	t.Run("malformed messages get JSON-RPC errors", func(t *testing.T) { mcphttptest.CheckMalformed(t, ctx, c) })
 
-	if !mcphttptest.Alive(p.Cmd.Process.Pid) {
+	if !proctest.Alive(p.Cmd.Process.Pid) {
 		t.Fatalf("agent serve died; stderr:\n%s", p.Stderr())
 	}
 	mcphttptest.CheckReconnect(t, ctx, c, "calculate", map[string]any{"expression": "6*7"}, "42")

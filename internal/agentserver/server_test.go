@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -53,16 +54,6 @@ func connect(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSessi
 	return cs
 }
 
-func text(r *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 func TestDelegationChain(t *testing.T) {
 	def := &agentdef.Definition{Name: "alpha", MaxDepth: 3}
 	_, ts := newTestServer(t, def)
@@ -82,8 +73,8 @@ func TestDelegationChain(t *testing.T) {
 		for i := range 2 {
 			res := call(nil)
 			var c delegation.Chain
-			if res.IsError || json.Unmarshal([]byte(text(res)), &c) != nil {
-				t.Fatalf("whoami: %s", text(res))
+			if res.IsError || json.Unmarshal([]byte(mcptest.Text(res)), &c) != nil {
+				t.Fatalf("whoami: %s", mcptest.Text(res))
 			}
 			if c.RunID == "" || c.Depth != 1 || len(c.Agents) != 1 || c.Agents[0] != "alpha" {
 				t.Fatalf("chain %+v, want a fresh run with [alpha]", c)
@@ -98,8 +89,8 @@ func TestDelegationChain(t *testing.T) {
 		in := delegation.Chain{RunID: "run-1", Agents: []string{"oracle"}, Depth: 1}
 		res := call(in.Meta())
 		want := `{"run_id":"run-1","agents":["oracle","alpha"],"depth":2}`
-		if res.IsError || text(res) != want {
-			t.Fatalf("whoami: %s, want %s", text(res), want)
+		if res.IsError || mcptest.Text(res) != want {
+			t.Fatalf("whoami: %s, want %s", mcptest.Text(res), want)
 		}
 	})
 	for _, tc := range []struct {
@@ -119,11 +110,11 @@ func TestDelegationChain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := call(tc.meta)
 			if !res.IsError {
-				t.Fatalf("whoami with a %s chain ran: %s", tc.name, text(res))
+				t.Fatalf("whoami with a %s chain ran: %s", tc.name, mcptest.Text(res))
 			}
 			for _, w := range tc.wants {
-				if !strings.Contains(text(res), w) {
-					t.Errorf("refusal %q does not mention %q", text(res), w)
+				if !strings.Contains(mcptest.Text(res), w) {
+					t.Errorf("refusal %q does not mention %q", mcptest.Text(res), w)
 				}
 			}
 		})
@@ -139,15 +130,15 @@ func TestAskWithoutModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.IsError || !strings.Contains(text(res), "agent beta: no model configured") {
-		t.Fatalf("ask: isError=%v %q, want the tool error \"agent beta: no model configured\"", res.IsError, text(res))
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "agent beta: no model configured") {
+		t.Fatalf("ask: isError=%v %q, want the tool error \"agent beta: no model configured\"", res.IsError, mcptest.Text(res))
 	}
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"task": "  "}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.IsError || !strings.Contains(text(res), "empty") {
-		t.Fatalf("ask with an empty task: %q", text(res))
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "empty") {
+		t.Fatalf("ask with an empty task: %q", mcptest.Text(res))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/switchboard-run/switchboard/delegation"
 )
 
@@ -268,6 +269,10 @@ func TestParseArgs(t *testing.T) {
 	cfg, err := parseArgs([]string{"x"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
 	if err != nil || cfg.studioURL != DefaultStudioURL || cfg.explicit {
 		t.Errorf("default studio: %+v, %v", cfg, err)
+	}
+	moved := func(k string) string { return map[string]string{EnvDefaultStudioURL: "http://127.0.0.1:9/"}[k] }
+	if cfg, err := parseArgs([]string{"x"}, moved, &bytes.Buffer{}, &bytes.Buffer{}); err != nil || cfg.studioURL != "http://127.0.0.1:9" || cfg.explicit {
+		t.Errorf("$%s: %+v, %v; want that URL, not explicit (ask may start its own)", EnvDefaultStudioURL, cfg, err)
 	}
 	// No task, or "-": Main reads it from stdin.
 	for _, args := range [][]string{{"--json"}, {"-"}} {

@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +26,8 @@ import (
 	"github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
@@ -58,58 +58,11 @@ func agentWithModel(t *testing.T, dir, name string, maxDepth int, mcpServers str
 	writeFile(t, filepath.Join(dir, "agents", name, agentdef.MCPFile), `{"mcpServers": `+mcpServers+`}`)
 }
 
-// lockedBuffer collects a process's output; waitFor waits for a text to
-// appear in it.
-type lockedBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.changed != nil {
-		close(b.changed)
-		b.changed = nil
-	}
-	return b.buf.Write(p)
-}
-
-// waitFor returns once the buffer contains s, or fails the test when ctx
-// ends first.
-func (b *lockedBuffer) waitFor(t *testing.T, ctx context.Context, s string) {
-	t.Helper()
-	for {
-		b.mu.Lock()
-		if strings.Contains(b.buf.String(), s) {
-			b.mu.Unlock()
-			return
-		}
-		if b.changed == nil {
-			b.changed = make(chan struct{})
-		}
-		changed := b.changed
-		b.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			t.Fatalf("output never contained %q:\n%s", s, b)
-		}
-	}
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startStudio runs a studio for dir with env added to its agents'
 // environment, and waits until every agent runs.
 func startStudio(t *testing.T, ctx context.Context, dir string, env ...string) *studio.Studio {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &proctest.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent logs:\n%s", logs)
@@ -144,7 +97,7 @@ func cleanEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "OPENAI_") || k == EnvStudioURL {
+		if strings.HasPrefix(k, "OPENAI_") || k == EnvStudioURL || k == EnvDefaultStudioURL {
 			continue
 		}
 		env = append(env, kv)
@@ -152,10 +105,23 @@ func cleanEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
+// notAStudio returns the URL of a loopback server that answers every
+// request 404, for $SWITCHBOARD_DEFAULT_STUDIO_URL: a test of the path on
+// which ask finds no studio and starts its own must not depend on what
+// listens on the default port (a developer's own studio, say), and
+// something that is not a studio is what ask meets there when a port is
+// taken by another program.
+func notAStudio(t *testing.T) string {
+	t.Helper()
+	ts := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
 // askProcess is `switchboard ask` as a process.
 type askProcess struct {
 	cmd            *exec.Cmd
-	stdout, stderr *lockedBuffer
+	stdout, stderr *proctest.SyncBuffer
 }
 
 func startAsk(t *testing.T, ctx context.Context, dir string, args ...string) *askProcess {
@@ -165,7 +131,7 @@ func startAsk(t *testing.T, ctx context.Context, dir string, args ...string) *as
 
 func startAskEnv(t *testing.T, ctx context.Context, dir string, env []string, args ...string) *askProcess {
 	t.Helper()
-	a := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	a := &askProcess{stdout: &proctest.SyncBuffer{}, stderr: &proctest.SyncBuffer{}}
 	a.cmd = exec.CommandContext(ctx, needBinary(t), append([]string{"ask"}, args...)...)
 	a.cmd.Dir = dir
 	a.cmd.Env = env
@@ -292,7 +258,7 @@ type askJSON struct {
 func TestE2ERestartBetweenDelegations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	def, err := agentdef.Load(filepath.Join(dir, "agents", "oracle"))
 	if err != nil {
 		t.Fatal(err)
@@ -491,9 +457,6 @@ func TestE2EInterruptCancelsSiblingCalls(t *testing.T) {
 func testInterrupt(t *testing.T, inProcess bool) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	if inProcess && healthy(ctx, DefaultStudioURL) == nil {
-		t.Skipf("a studio is running at %s; this test needs ask to start its own", DefaultStudioURL)
-	}
 	started := make(chan struct{}, 1)
 	cancelled := make(chan error, 1)
 	slow := mcp.NewServer(&mcp.Implementation{Name: "slowpoke"}, nil)
@@ -526,7 +489,7 @@ func testInterrupt(t *testing.T, inProcess bool) {
 	}})
 	var ask *askProcess
 	if inProcess {
-		ask = startAskEnv(t, ctx, dir, cleanEnv("OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted"), "wait for it")
+		ask = startAskEnv(t, ctx, dir, cleanEnv(EnvDefaultStudioURL+"="+notAStudio(t), "OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted"), "wait for it")
 	} else {
 		st := startStudio(t, ctx, dir, "OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted")
 		ask = startAsk(t, ctx, dir, "--studio", st.URL(), "wait for it")
@@ -537,7 +500,7 @@ func testInterrupt(t *testing.T, inProcess bool) {
 		t.Fatalf("the delegation never started; stderr:\n%s", ask.stderr)
 	}
 	// The call is in flight, and ask has shown it.
-	ask.stderr.waitFor(t, ctx, "→ slowpoke.wait")
+	ask.stderr.WaitFor(t, ctx, "→ slowpoke.wait")
 	if err := ask.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -554,23 +517,21 @@ func testInterrupt(t *testing.T, inProcess bool) {
 
 // TestE2EBuiltinOnAFreshCheckout runs the README's main job on a fresh
 // project directory with no configuration and no model endpoint: ask finds
-// no studio, starts one with the bundled agents and the builtin model, and
-// answers.
+// no studio where it looks first (something else answers there), starts one
+// with the bundled agents and the builtin model, and answers.
 func TestE2EBuiltinOnAFreshCheckout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	if healthy(ctx, DefaultStudioURL) == nil {
-		t.Skipf("a studio is running at %s; this test needs ask to start its own", DefaultStudioURL)
-	}
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
-	ask := startAsk(t, ctx, dir, "remember that the launch moved to Friday, then tell me what you know about the launch")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
+	notStudio := notAStudio(t)
+	ask := startAskEnv(t, ctx, dir, cleanEnv(EnvDefaultStudioURL+"="+notStudio), "remember that the launch moved to Friday, then tell me what you know about the launch")
 	if code := ask.wait(t); code != 0 {
 		t.Fatalf("ask exited %d\nstderr:\n%s", code, ask.stderr)
 	}
 	if out := ask.stdout.String(); !strings.Contains(out, "Friday") {
 		t.Errorf("answer %q does not mention Friday", out)
 	}
-	for _, line := range []string{"started one at http://127.0.0.1:", "→ packrat.store_note", "✓ packrat.store_note"} {
+	for _, line := range []string{"no studio at " + notStudio + ": started one at http://127.0.0.1:", "→ packrat.store_note", "✓ packrat.store_note"} {
 		if !strings.Contains(ask.stderr.String(), line) {
 			t.Errorf("stderr lacks %q:\n%s", line, ask.stderr)
 		}

@@ -11,7 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -26,7 +27,7 @@ import (
 func TestE2EElicitationReachesThePerson(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	st := startStudio(t, ctx, dir)
 	p := newTestPool(t)
 	packrat := &pool.Server{Name: "packrat", URL: st.AgentURL("packrat")}
@@ -61,7 +62,7 @@ func TestE2EElicitationReachesThePerson(t *testing.T) {
 	const task = "delete_notes tag=old"
 	run := func(stdin string, env []string, args ...string) *askProcess {
 		t.Helper()
-		a := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+		a := &askProcess{stdout: &proctest.SyncBuffer{}, stderr: &proctest.SyncBuffer{}}
 		a.cmd = exec.CommandContext(ctx, needBinary(t), append([]string{"ask", "--studio", st.URL()}, append(args, task)...)...)
 		a.cmd.Dir, a.cmd.Env = dir, env
 		a.cmd.Stdin = strings.NewReader(stdin)
@@ -129,7 +130,7 @@ func TestE2EElicitationReachesThePerson(t *testing.T) {
 func TestE2EElicitationNeedsAnAgentThatSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	def := filepath.Join(dir, "agents", "oracle", agentdef.DefinitionFile)
 	b, err := os.ReadFile(def)
 	if err != nil {
@@ -148,7 +149,7 @@ func TestE2EElicitationNeedsAnAgentThatSaysSo(t *testing.T) {
 		}
 	}
 	// The person would say yes, if asked.
-	a := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	a := &askProcess{stdout: &proctest.SyncBuffer{}, stderr: &proctest.SyncBuffer{}}
 	a.cmd = exec.CommandContext(ctx, needBinary(t), "ask", "--studio", st.URL(), "--answer-elicitations-from-stdin", "delete_notes tag=old")
 	a.cmd.Dir, a.cmd.Env, a.cmd.Stdin = dir, cleanEnv(), strings.NewReader("y\n")
 	a.cmd.Stdout, a.cmd.Stderr = a.stdout, a.stderr

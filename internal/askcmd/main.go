@@ -39,7 +39,8 @@ stdout. Each delegation the agent makes is shown on stderr as it happens,
 and so is each sibling the agent could not reach.
 
 Where the task goes: the studio at --studio, else $SWITCHBOARD_STUDIO_URL,
-else http://127.0.0.1:54321. Only in the last case, when nothing answers
+else http://127.0.0.1:54321 (or $SWITCHBOARD_DEFAULT_STUDIO_URL, for a
+studio usually run elsewhere). Only in the last case, when nothing answers
 there, does ask start a studio of its own, in-process, with the agents
 under --dir and their own model settings (the builtin model for the
 bundled ones); its log goes to .switchboard/ask-studio-<time>-<pid>.log.
@@ -74,8 +75,16 @@ flags:
 // DefaultStudioURL is where ask looks for a running studio.
 const DefaultStudioURL = "http://127.0.0.1:54321"
 
-// EnvStudioURL names the variable that overrides DefaultStudioURL.
+// EnvStudioURL names the variable that overrides DefaultStudioURL: the
+// studio there must answer.
 const EnvStudioURL = "SWITCHBOARD_STUDIO_URL"
+
+// EnvDefaultStudioURL names the variable that moves DefaultStudioURL: ask
+// looks for a studio there and, as at the default, starts its own when
+// none answers. A user whose studio runs on another port sets it; so do
+// the tests of that path, which must not depend on what listens on the
+// default port.
+const EnvDefaultStudioURL = "SWITCHBOARD_DEFAULT_STUDIO_URL"
 
 // Exit codes: the table in usage, and in README.md.
 const (
@@ -214,6 +223,8 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 		cfg.explicit = true
 	} else if u := getenv(EnvStudioURL); u != "" {
 		cfg.studioURL, cfg.explicit = u, true
+	} else if u := getenv(EnvDefaultStudioURL); u != "" {
+		cfg.studioURL = u
 	} else {
 		cfg.studioURL = DefaultStudioURL
 	}

@@ -1,12 +1,7 @@
 package askcmd
 
 import (
-	"flag"
-	"fmt"
-	"os"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/switchboard-run/switchboard/internal/testbin"
 )
@@ -18,31 +13,7 @@ var switchboardBin string
 // TestMain builds the binary once for the end-to-end tests, which run it as
 // real processes: the studio's agents, and `switchboard ask` itself.
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	flag.Parse() // for testing.Short
-	if !testing.Short() {
-		bin, err := testbin.Switchboard()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "building switchboard for the end-to-end tests:", err)
-			return 1
-		}
-		switchboardBin = bin
-	}
-	code := m.Run()
-	if err := testbin.CheckRaces(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			return 1
-		}
-	}
-	return code
+	testbin.Main{Bin: &switchboardBin, NoBuildShort: true}.Run(m)
 }
 
 // needBinary skips an end-to-end test under -short.

@@ -21,7 +21,9 @@ import (
 	"github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/peertest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
@@ -51,7 +53,7 @@ func decodeAsk(t *testing.T, a *askProcess) askOutput {
 func TestE2EAgentAnswersWithItsOwnTools(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	st := startStudio(t, ctx, dir)
 
 	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "abacus", "--json", "what is 17% of 2340")
@@ -95,7 +97,7 @@ func TestE2EAgentAnswersWithItsOwnTools(t *testing.T) {
 func TestE2EUnavailableSiblingIsNamed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	writeFile(t, filepath.Join(dir, "agents", "oracle", agentdef.MCPFile), `{"mcpServers": {
 		"packrat": {"url": "${SWITCHBOARD_STUDIO_URL:-http://127.0.0.1:1}/api/agents/packrat/mcp"},
 		"abacus": {"url": "http://127.0.0.1:1/mcp"}}}`)
@@ -188,19 +190,8 @@ func TestE2EStalledModelEndpoint(t *testing.T) {
 // --prefix internal/askcmd/testdata/npm`).
 func memoryServer(t *testing.T) string {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("testdata", "npm", "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, statErr := os.Stat(script)
-	_, nodeErr := exec.LookPath("node")
-	if statErr != nil || nodeErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("server-memory is not installed (%v, %v): run npm ci --prefix internal/askcmd/testdata/npm", statErr, nodeErr)
-		}
-		t.Skipf("server-memory is not installed (%v, %v): run npm ci --prefix internal/askcmd/testdata/npm", statErr, nodeErr)
-	}
-	return script
+	peertest.Node(t) // the agent runs the script with the node on PATH
+	return filepath.Join(peertest.Module(t, filepath.Join("testdata", "npm"), "@modelcontextprotocol/server-memory"), "dist", "index.js")
 }
 
 // TestE2EBuiltinWithAThirdPartyServer: an agent whose only sibling is
@@ -258,7 +249,7 @@ func TestE2EBuiltinWithAThirdPartyServer(t *testing.T) {
 func TestE2ETraceExportFailureIsOneLine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	st := startStudio(t, ctx, dir)
 	release := make(chan struct{})
 	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -293,7 +284,7 @@ func TestE2ETraceExportFailureIsOneLine(t *testing.T) {
 func TestE2EHeldCallIsShown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	store := call("call_store", "packrat__store_note", `{"text":"The demo is on Monday."}`)
 	search := call("call_search", "packrat__search_notes", `{"query":"demo"}`)
 	var st *studio.Studio
@@ -319,7 +310,7 @@ func TestE2EHeldCallIsShown(t *testing.T) {
 		},
 		{reply: openai.ChatCompletionMessage{Content: "The demo is on Monday."}},
 	}})
-	logs := &lockedBuffer{}
+	logs := &proctest.SyncBuffer{}
 	var err error
 	st, err = studio.Start(ctx, &studio.Options{
 		Dir: dir, Listen: "127.0.0.1:0", Executable: needBinary(t), AgentOutput: logs,
@@ -362,7 +353,7 @@ func TestE2EHeldCallIsShown(t *testing.T) {
 func TestE2EMisconfiguredSiblings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
 	writeFile(t, filepath.Join(dir, "agents", "oracle", agentdef.MCPFile), `{"mcpServers": {
 		"abacus": {"command": "switchboard-no-such-command"}}}`)
 	if err := os.Remove(filepath.Join(dir, "agents", "packrat", agentdef.MCPFile)); err != nil {
@@ -386,7 +377,7 @@ func TestE2EMisconfiguredSiblings(t *testing.T) {
 	}
 	// packrat without its mcp.json still has its own tools; and the task
 	// comes from stdin.
-	ask := &askProcess{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	ask := &askProcess{stdout: &proctest.SyncBuffer{}, stderr: &proctest.SyncBuffer{}}
 	ask.cmd = exec.CommandContext(ctx, needBinary(t), "ask", "--studio", st.URL(), "--agent", "packrat", "-")
 	ask.cmd.Dir, ask.cmd.Env = dir, cleanEnv()
 	ask.cmd.Stdin = strings.NewReader("remember that the launch moved to Friday\n")

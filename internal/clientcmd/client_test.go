@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,8 +18,8 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 	"github.com/switchboard-run/switchboard/pool"
-	"go.uber.org/goleak"
 )
 
 // switchboardBin is the switchboard binary, built once for the tests that
@@ -28,23 +27,7 @@ import (
 var switchboardBin string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		dir, err := os.MkdirTemp("", "switchboard-client-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		switchboardBin = filepath.Join(dir, "switchboard")
-		build := exec.Command("go", "build", "-o", switchboardBin, "github.com/switchboard-run/switchboard/cmd/switchboard")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building switchboard:", err)
-			os.Exit(1)
-		}
-		defer os.RemoveAll(dir)
-	}
-	goleak.VerifyTestMain(m)
+	testbin.Main{Bin: &switchboardBin, NoBuildShort: true}.Run(m)
 }
 
 // session runs Main in-process with piped stdin and stdout.

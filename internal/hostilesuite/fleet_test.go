@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 )
 
 // Planted secrets: in the environment of the studio (and so of every agent)
@@ -32,7 +34,7 @@ func plantedEnv() []string {
 type fleet struct {
 	t        *testing.T
 	dir      string
-	studio   *mcphttptest.Process
+	studio   *proctest.Process
 	url      string // the studio's base URL
 	agent    string // the attacked agent
 	agentPID int
@@ -46,8 +48,8 @@ var serveAddr = regexp.MustCompile(`agent serving.*addr=(127\.0\.0\.1:\d+)`)
 // of the bundled project and waits until agent is running.
 func startFleet(t *testing.T, agent string, env ...string) *fleet {
 	t.Helper()
-	dir := mcphttptest.Project(t, "oracle", "packrat", "abacus")
-	p := mcphttptest.StartProcess(t, dir, append(plantedEnv(), env...), 60*time.Second,
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
+	p := proctest.StartProcess(t, dir, append(plantedEnv(), env...), 60*time.Second,
 		"switchboard studio listening on ", switchboardBin, "up", "--listen", "127.0.0.1:0")
 	f := &fleet{t: t, dir: dir, studio: p, url: strings.TrimSpace(p.Ready), agent: agent,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}}}

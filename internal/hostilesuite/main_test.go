@@ -1,16 +1,11 @@
 package hostilesuite
 
 import (
-	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/switchboard-run/switchboard/internal/suitetable"
 	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
@@ -27,48 +22,27 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(envProber); url != "" {
 		os.Exit(runProber(url))
 	}
-	flag.Parse()
 	// Unraced even under -race: the suite's ceilings are on the processes
 	// it starts, and a race-checked process costs several times the memory
 	// and CPU (the suite itself, the attacker, is still race-checked).
-	var err error
-	if switchboardBin, err = testbin.SwitchboardUnraced(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	testbin.Main{Bin: &switchboardBin, Unraced: true, After: writeTableIfAsked}.Run(m)
+}
+
+// writeTableIfAsked writes the rows of a passing run to -hostile.table.
+func writeTableIfAsked(code int) error {
+	if code != 0 || *tableFile == "" {
+		return nil
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		if code == 0 && *tableFile != "" {
-			if err := writeTable(*tableFile); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(1)
-			}
-		}
-		// A Cleanup replaces goleak's own os.Exit: without this, a leak
-		// goleak found would not fail the run.
-		os.Exit(code)
-	}))
+	return writeTable(*tableFile)
 }
 
-var (
-	rowsMu sync.Mutex
-	rows   []Row
-)
+var rows suitetable.Rows[Row]
 
-func record(r Row) {
-	rowsMu.Lock()
-	rows = append(rows, r)
-	rowsMu.Unlock()
-}
+func record(r Row) { rows.Add(r) }
 
 func writeTable(path string) error {
-	rowsMu.Lock()
-	data, err := json.MarshalIndent(struct {
+	return suitetable.WriteFile(path, struct {
 		Profile string `json:"profile"`
 		Rows    []Row  `json:"rows"`
-	}{profile().name, rows}, "", "  ")
-	rowsMu.Unlock()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Clean(path), data, 0o644)
+	}{profile().name, rows.All()})
 }

@@ -38,7 +38,7 @@ func runProber(url string) int {
 	// stdin: "p" pauses (the call in flight finishes, then "paused" is
 	// printed), "r" resumes; EOF stops.
 	stop := make(chan struct{})
-	var paused sync.Mutex // held while paused
+	var paused sync.Mutex // held while paused, and by each call
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
@@ -60,13 +60,15 @@ func runProber(url string) int {
 			return 0
 		default:
 		}
+		// Held for the call, so that a pause waits for the call in flight
+		// to finish before it says "paused".
 		paused.Lock()
-		paused.Unlock()
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		r, err := c.Call(cctx, sid, id, "tools/call", map[string]any{"name": "calculate", "arguments": map[string]any{"expression": "6*7"}})
 		cancel()
 		took := time.Since(start)
+		paused.Unlock()
 		ok := 0
 		if err == nil && r.Status == http.StatusOK {
 			if res := r.Result(); res != nil && res["isError"] != true && strings.Contains(fmt.Sprint(res["content"]), "42") {

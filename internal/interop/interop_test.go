@@ -31,8 +31,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/peertest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 var (
@@ -40,7 +43,7 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
+func TestMain(m *testing.M) { testbin.Main{Bin: &switchboardBin, Root: &moduleRoot}.Run(m) }
 
 // The clients, by the name drive.mjs knows them by, the package each
 // needs, and the era each speaks with our agents: the TypeScript SDK
@@ -60,20 +63,8 @@ func peersDir() string { return filepath.Join(moduleRoot, "internal", "interop",
 // needPeer skips (fails with CI set) when node or the package is missing.
 func needPeer(t *testing.T, pkg string) string {
 	t.Helper()
-	miss := func(why string) {
-		msg := fmt.Sprintf("%s; install the interop peers with: npm ci --prefix internal/interop/testdata/peers", why)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		miss("node is not on PATH")
-	}
-	if _, err := os.Stat(filepath.Join(peersDir(), "node_modules", pkg, "package.json")); err != nil {
-		miss(pkg + " is not installed")
-	}
+	node := peertest.Node(t)
+	peertest.Module(t, peersDir(), pkg)
 	return node
 }
 
@@ -82,14 +73,14 @@ type driver struct {
 	t      *testing.T
 	stdin  io.WriteCloser
 	lines  chan map[string]any
-	stderr *mcphttptest.SyncBuffer
+	stderr *proctest.SyncBuffer
 }
 
 func startDriver(t *testing.T, node, kind, url string) (*driver, string) {
 	t.Helper()
 	cmd := exec.Command(node, filepath.Join(peersDir(), "drive.mjs"), kind, url)
 	cmd.Dir = peersDir()
-	d := &driver{t: t, lines: make(chan map[string]any, 256), stderr: &mcphttptest.SyncBuffer{}}
+	d := &driver{t: t, lines: make(chan map[string]any, 256), stderr: &proctest.SyncBuffer{}}
 	cmd.Stderr = d.stderr
 	var err error
 	if d.stdin, err = cmd.StdinPipe(); err != nil {
@@ -197,12 +188,12 @@ func (d *driver) calls(prefix string, n int, pace time.Duration, after int, afte
 type up struct {
 	t    *testing.T
 	base string
-	proc *mcphttptest.Process
+	proc *proctest.Process
 }
 
 func startUp(t *testing.T, env []string) *up {
-	dir := mcphttptest.Project(t, "packrat")
-	p := mcphttptest.StartProcess(t, dir, env, 60*time.Second, "switchboard studio listening on ", switchboardBin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
+	dir := projecttest.New(t, "packrat")
+	p := proctest.StartProcess(t, dir, env, 60*time.Second, "switchboard studio listening on ", switchboardBin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
 	u := &up{t: t, base: p.Ready, proc: p}
 	t.Cleanup(func() {
 		p.Signal(syscall.SIGTERM)

@@ -52,7 +52,7 @@ func NewWithSecrets(w io.Writer, format string, level slog.Level, secrets []stri
 				color = true
 			}
 		}
-		h = tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !color, ReplaceAttr: rep})
+		h = tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !color, ReplaceAttr: rep})
 	case "json":
 		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: rep})
 	default:

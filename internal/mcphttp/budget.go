@@ -135,7 +135,7 @@ func (b *Budget) release(n int64) {
 func (b *Budget) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// An error means the writer cannot set deadlines (a test's
-		// recorder); there is no connection to protect then.
+		// httptest.ResponseRecorder); there is no connection to protect then.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.bodyTimeout))
 		next.ServeHTTP(w, r)
 	})

@@ -233,7 +233,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	rec := &recorder{ResponseWriter: w}
+	rec := &statusWriter{ResponseWriter: w}
 	if msg.Method == "initialize" && r.Method == http.MethodPost {
 		if err := h.sessions.reserve(); err != nil {
 			h.logger.Debug("refusing initialize", "reason", err)

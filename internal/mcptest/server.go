@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,9 +184,6 @@ func (s *Server) count(id string) {
 
 // done ends a tool execution started by count.
 func (s *Server) done() { s.inFlight.Add(-1) }
-
-// InFlight is the number of tool executions running now.
-func (s *Server) InFlight() int64 { return s.inFlight.Load() }
 
 // MaxInFlight is the most tool executions that ever ran at once.
 func (s *Server) MaxInFlight() int64 { return s.maxInFlight.Load() }
@@ -421,3 +419,15 @@ func (b *bufferedResponse) Write(p []byte) (int, error) {
 	return b.body.Write(p)
 }
 func (b *bufferedResponse) Flush() {}
+
+// Text is the text content of a tool result, one line per text part: what
+// a test compares, whichever server answered.
+func Text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}

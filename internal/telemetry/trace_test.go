@@ -26,9 +26,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-run/switchboard/internal/askcmd"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 var (
@@ -36,7 +38,7 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
+func TestMain(m *testing.M) { testbin.Main{Bin: &switchboardBin, Root: &moduleRoot}.Run(m) }
 
 // span is one finished span, from this process's in-memory exporter or
 // from an agent process through OTLP, in one comparable form.
@@ -143,7 +145,7 @@ func fromStubs(stubs tracetest.SpanStubs) []span {
 			sp.Parent = s.Parent.SpanID().String()
 		}
 		for _, kv := range s.Attributes {
-			sp.Attrs[string(kv.Key)] = kv.Value.Emit()
+			sp.Attrs[string(kv.Key)] = kv.Value.String()
 		}
 		out = append(out, sp)
 	}
@@ -171,7 +173,7 @@ func TestOneTraceAcrossAgents(t *testing.T) {
 		tp.Shutdown(context.Background())
 	})
 
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	agentLogs := &syncBuf{}
 	s, err := studio.Start(t.Context(), &studio.Options{
 		Dir: dir, Listen: "127.0.0.1:0", Executable: switchboardBin, AgentOutput: agentLogs,
@@ -306,4 +308,4 @@ func dump(spans []span) string {
 	return b.String()
 }
 
-type syncBuf = mcphttptest.SyncBuffer
+type syncBuf = proctest.SyncBuffer

@@ -90,9 +90,6 @@ func ModuleRoot() (string, error) {
 	return rootDir, nil
 }
 
-// RaceEnabled reports whether the binary Switchboard returns is race-checked.
-func RaceEnabled() bool { return raceEnabled }
-
 func build() (string, error) { return buildWith(raceEnabled) }
 
 func buildWith(race bool) (string, error) {

@@ -56,7 +56,7 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		in.Host = req.URL.Host
 	}
 
-	rec := &recorder{header: http.Header{}}
+	rec := &responseBuffer{header: http.Header{}}
 	t.h.ServeHTTP(rec, in)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -64,24 +64,24 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return rec.response(req), nil
 }
 
-// recorder is a minimal http.ResponseWriter that buffers the response.
-type recorder struct {
+// responseBuffer is a minimal http.ResponseWriter that buffers the response.
+type responseBuffer struct {
 	header      http.Header
 	status      int
 	wroteHeader bool
 	body        bytes.Buffer
 }
 
-func (r *recorder) Header() http.Header { return r.header }
+func (r *responseBuffer) Header() http.Header { return r.header }
 
-func (r *recorder) WriteHeader(code int) {
+func (r *responseBuffer) WriteHeader(code int) {
 	if r.wroteHeader {
 		return
 	}
 	r.wroteHeader, r.status = true, code
 }
 
-func (r *recorder) Write(b []byte) (int, error) {
+func (r *responseBuffer) Write(b []byte) (int, error) {
 	if !r.wroteHeader {
 		if r.header.Get("Content-Type") == "" {
 			r.header.Set("Content-Type", http.DetectContentType(b))
@@ -93,9 +93,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // Flush is a no-op: the whole response is delivered when the handler
 // returns. It lets the streaming path run unchanged.
-func (r *recorder) Flush() {}
+func (r *responseBuffer) Flush() {}
 
-func (r *recorder) response(req *http.Request) *http.Response {
+func (r *responseBuffer) response(req *http.Request) *http.Response {
 	if !r.wroteHeader {
 		r.WriteHeader(http.StatusOK)
 	}

@@ -5,7 +5,6 @@ package tooltest
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 
@@ -60,15 +59,4 @@ func Call(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any,
 		}
 	}
 	return res
-}
-
-// Text is the text content of res, one line per part.
-func Text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -103,8 +104,6 @@ func (r *rig) call(tool, id, key string) (*mcp.CallToolResult, error) {
 	return r.cs.CallTool(r.t.Context(), p)
 }
 
-func text(res *mcp.CallToolResult) string { return res.Content[0].(*mcp.TextContent).Text }
-
 func code(t *testing.T, err error) int64 {
 	t.Helper()
 	var w *jsonrpc.Error
@@ -140,8 +139,8 @@ func TestReplayAndConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.runsOf("a") != 1 || text(again) != text(first) || again.Meta[idempotency.ReplayMetaKey] != true {
-		t.Fatalf("repeat: runs %d, %q vs %q, meta %v", r.runsOf("a"), text(again), text(first), again.Meta)
+	if r.runsOf("a") != 1 || mcptest.Text(again) != mcptest.Text(first) || again.Meta[idempotency.ReplayMetaKey] != true {
+		t.Fatalf("repeat: runs %d, %q vs %q, meta %v", r.runsOf("a"), mcptest.Text(again), mcptest.Text(first), again.Meta)
 	}
 	_, err = r.call("effect", "b", key)
 	if c := code(t, err); c != idempotency.CodeConflict || r.runsOf("b") != 0 {

@@ -2,18 +2,18 @@ package mcphttp
 
 import "net/http"
 
-// recorder notes the status the next handler answers with and lets the
+// statusWriter notes the status the next handler answers with and lets the
 // middleware act on the response header just before it is sent. It must not
 // get in the way of streaming: Flush passes through, and Unwrap lets
 // http.ResponseController (which httputil.ReverseProxy uses) reach the
 // underlying writer's other features.
-type recorder struct {
+type statusWriter struct {
 	http.ResponseWriter
 	onHeader func(status int, h http.Header)
 	status   int
 }
 
-func (r *recorder) WriteHeader(status int) {
+func (r *statusWriter) WriteHeader(status int) {
 	if r.status == 0 && status >= 200 {
 		r.status = status
 		if r.onHeader != nil {
@@ -23,21 +23,21 @@ func (r *recorder) WriteHeader(status int) {
 	r.ResponseWriter.WriteHeader(status)
 }
 
-func (r *recorder) Write(p []byte) (int, error) {
+func (r *statusWriter) Write(p []byte) (int, error) {
 	r.ensureHeader()
 	return r.ResponseWriter.Write(p)
 }
 
-func (r *recorder) Flush() {
+func (r *statusWriter) Flush() {
 	r.ensureHeader()
 	http.NewResponseController(r.ResponseWriter).Flush()
 }
 
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+func (r *statusWriter) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // ensureHeader records the implicit 200 of a handler that writes (or
 // returns) without calling WriteHeader.
-func (r *recorder) ensureHeader() {
+func (r *statusWriter) ensureHeader() {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
 	}

@@ -1,20 +1,23 @@
-package mcphttptest
+// Package projecttest makes project directories for tests: a temporary
+// directory with an agents/ folder holding copies of bundled agents, the
+// shape `switchboard up` and `switchboard ask` run in.
+package projecttest
 
 import (
-	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
+
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
-// Project makes a project directory in t's temporary directory holding
+// New makes a project directory in t's temporary directory holding
 // copies of the named bundled agents (agent.json and tools/, not their Go
 // sources), so that tests never write under the repository.
-func Project(t testing.TB, agents ...string) string {
+func New(t testing.TB, agents ...string) string {
 	t.Helper()
-	root, err := ModuleRoot()
+	root, err := testbin.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,23 +53,4 @@ func Project(t testing.TB, agents ...string) string {
 		}
 	}
 	return dir
-}
-
-// SyncBuffer is a bytes.Buffer safe for concurrent writers, for capturing a
-// process's output.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

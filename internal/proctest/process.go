@@ -1,14 +1,19 @@
-package mcphttptest
+// Package proctest runs commands under test as real processes: started,
+// waited for on a ready line, their output captured, killed at test cleanup
+// if still running, and their exit told apart from a kill.
+package proctest
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -117,4 +122,51 @@ func Alive(pid int) bool {
 		return stat[i+2] != 'Z'
 	}
 	return true
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers, for capturing a
+// process's output, that a test can wait on for a text to appear.
+type SyncBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed and replaced on every write; nil until a WaitFor
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// WaitFor returns once the buffer contains text, or fails t when ctx ends
+// first.
+func (s *SyncBuffer) WaitFor(t testing.TB, ctx context.Context, text string) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), text) {
+			s.mu.Unlock()
+			return
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("output never contained %q:\n%s", text, s)
+		}
+	}
 }
