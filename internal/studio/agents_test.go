@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -13,7 +13,7 @@ import (
 // its retry time and failure count, until studioapi.GiveUpAfter failures in a row;
 // then it is given up, with the reason and its time, and not started again.
 func TestAgentFails(t *testing.T) {
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
 	s := startStudio(t, dir, &Options{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 	r := waitAgent(t, s, "broken", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRestarting && a.RetryAt != nil })

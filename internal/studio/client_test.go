@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -23,7 +23,7 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 	if out, _ := exec.Command(switchboardBin, "client").CombinedOutput(); strings.Contains(string(out), "not implemented yet") {
 		t.Skip("switchboard client is not implemented yet")
 	}
-	dir := mcphttptest.Project(t, "abacus")
+	dir := projecttest.New(t, "abacus")
 	s := startStudio(t, dir, nil)
 	config := filepath.Join(t.TempDir(), "mcp.json")
 	cfg := fmt.Sprintf(`{"mcpServers": {"abacus": {"url": %q}}}`, s.AgentURL("abacus"))

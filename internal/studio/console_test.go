@@ -13,8 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -101,7 +101,7 @@ func callThroughProxy(t *testing.T, s *Studio, token, agent, tool string, args m
 // TestConsoleAPI covers the run list, a run, an agent's page data and a
 // tool call from the page, over real HTTP against real agents.
 func TestConsoleAPI(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "oracle", "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "oracle", "abacus"), nil)
 	c := newAPIClient(t, s, "")
 	res := callThroughProxy(t, s, "", "oracle", "ask", map[string]any{"task": "calculate 17 * 3"})
 	if res.IsError {
@@ -262,7 +262,7 @@ func TestConsoleAPI(t *testing.T) {
 // they do what they say, in the agent's history.
 func TestConsoleActionsGuarded(t *testing.T) {
 	const token = "console-token-0123456789"
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{Token: token})
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{Token: token})
 	c := newAPIClient(t, s, token)
 	host := strings.TrimPrefix(s.URL(), "http://")
 
@@ -377,7 +377,7 @@ func TestConsoleActionsGuarded(t *testing.T) {
 // the crash, with plain HTTP, so that it is the call (not a new session's
 // initialize) that arrives while the agent restarts.
 func TestConsoleMarksHeld(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{MinBackoff: 300 * time.Millisecond})
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{MinBackoff: 300 * time.Millisecond})
 	c := newAPIClient(t, s, "")
 	mcpHdr := map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
@@ -437,7 +437,7 @@ func TestConsoleMarksHeld(t *testing.T) {
 // recovered, not as a red session_not_found; an ask that answered nothing
 // as having done nothing; every time with its date and zone.
 func TestPagesShowTruthfulBadges(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	c := newAPIClient(t, s, "")
 	f := &pageCalls{ob: s.observer, now: time.Now().Add(-time.Minute)}
 	first := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1"})
@@ -488,7 +488,7 @@ func TestPagesShowTruthfulBadges(t *testing.T) {
 // request, not by the timer.
 func TestConsoleActionsDuringBackoff(t *testing.T) {
 	const token = "console-token-0123456789"
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	// Every start of this agent exits 1: it names a toolset that does not
 	// exist.
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })

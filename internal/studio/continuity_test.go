@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -31,7 +32,7 @@ func killAndWait(t *testing.T, s *Studio, name string) {
 // after a restart answered (eight at once), and the studio re-established
 // one upstream session for it each time.
 func TestSessionSurvivesAgentRestart(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	cl := mcp.NewClient(&mcp.Implementation{Name: "continuity-test", Version: "0"}, nil)
@@ -84,7 +85,7 @@ func TestSessionSurvivesAgentRestart(t *testing.T) {
 // spoil it for alice. The answer carries alice's session id, never the
 // upstream one. Her DELETE ends the session for good.
 func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr}
@@ -135,7 +136,7 @@ func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
 // restarted is told it is ended (the upstream session died with the old
 // process), and the id is gone.
 func TestDeleteAfterRestart(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: &http.Client{Transport: tr}}
@@ -162,7 +163,7 @@ func TestStreamLostInRestart(t *testing.T) {
 	// The agents keep events for resumption (agentserver.EnvResumableStreams;
 	// they inherit the studio's environment).
 	t.Setenv("SWITCHBOARD_RESUMABLE_STREAMS", "1")
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: &http.Client{Transport: tr}}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/agentserver"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -58,7 +58,7 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 	const ttl = time.Hour
 	var ahead atomic.Int64 // how far the proxy's clock is ahead of time.Now
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{SessionIdleTTL: ttl, Now: now})
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{SessionIdleTTL: ttl, Now: now})
 	c := newAPIClient(t, s, "")
 	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if n := agentSessions(t, c, s, "abacus"); n != 0 {

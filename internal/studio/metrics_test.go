@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 	"github.com/switchboard-run/switchboard/pool"
@@ -81,7 +81,7 @@ next:
 // by kind, tool outcomes) and the agents' federated ones (the coordinator's
 // delegations, asks and pool).
 func TestMetrics(t *testing.T) {
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	s := startStudio(t, dir, nil)
 	base := s.URL()
 

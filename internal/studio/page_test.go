@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 )
 
 // findChromium returns a headless-capable Chromium, or skips the test when
@@ -57,7 +57,7 @@ func tail(s string, n int) string {
 // are saved to docs/ (see docs/OBSERVABILITY.md).
 func TestConsoleInBrowser(t *testing.T) {
 	bin := findChromium(t)
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	s := startStudio(t, dir, nil)
 	b := openBrowser(t, bin, 1280, 900)
 	shots := map[string][]byte{}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -58,8 +58,8 @@ func recordSynthetic(s *Studio, prefix string, n, perRun int) {
 //
 //	SWITCHBOARD_MEASURE_PAGE=1 go test -count=1 -v -run TestPageWithTenThousandDelegations ./internal/studio
 func TestPageWithTenThousandDelegations(t *testing.T) {
-	empty := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
-	full := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	empty := startStudio(t, projecttest.New(t, "abacus"), nil)
+	full := startStudio(t, projecttest.New(t, "abacus"), nil)
 	recordSynthetic(full, "SYNTH", 10000, 4)
 	// And one run of 2,000 hops.
 	recordSynthetic(full, "BIG", 2000, 2000)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -27,7 +27,7 @@ import (
 // backlog and then reset. That looks exactly like a process dying
 // mid-request, and is reported as outcome unknown.
 func TestRequestsDuringRestartLand(t *testing.T) {
-	dir := mcphttptest.Project(t, "abacus")
+	dir := projecttest.New(t, "abacus")
 	s := startStudio(t, dir, &Options{MinBackoff: 300 * time.Millisecond})
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)

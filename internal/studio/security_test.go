@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -20,7 +21,7 @@ import (
 // running studio and the real agent process behind /api/agents/abacus/mcp,
 // then checks that the agent never restarted: no input took it down.
 func TestSecurity(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	before := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -118,7 +119,7 @@ func checkPathEscapes(t *testing.T, s *Studio) {
 // routed; the right one is served.
 func TestSecurityToken(t *testing.T) {
 	const token = "correct-horse-battery-staple"
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{Token: token})
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{Token: token})
 	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)

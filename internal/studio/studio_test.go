@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -89,7 +91,7 @@ func listAgents(t *testing.T, base string, hdr map[string]string) map[string]stu
 // list, the proxy with a go-sdk client, and a restart after a crash, which
 // a pool through the proxy recovers from on its next call.
 func TestStudioInProcess(t *testing.T) {
-	dir := mcphttptest.Project(t, "abacus", "packrat")
+	dir := projecttest.New(t, "abacus", "packrat")
 	s := startStudio(t, dir, nil)
 	base := s.URL()
 
@@ -214,7 +216,7 @@ func TestStudioInProcess(t *testing.T) {
 		after := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool {
 			return a.State == studioapi.StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
 		})
-		if mcphttptest.Alive(before.PID) {
+		if proctest.Alive(before.PID) {
 			t.Errorf("the killed process %d is still alive", before.PID)
 		}
 		if after.LastExit == "" || after.LastError != "" {
@@ -254,7 +256,7 @@ func waitAgent(t *testing.T, s *Studio, name string, ok func(studioapi.AgentInfo
 }
 
 func TestAgentDown(t *testing.T) {
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	// An agent whose server refuses to start: it names a toolset that does
 	// not exist, so every start exits 1.
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
@@ -280,7 +282,7 @@ func TestAgentDown(t *testing.T) {
 }
 
 func TestExposure(t *testing.T) {
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	for _, listen := range []string{"0.0.0.0:0", ":0", "[::]:0", "example.com:0"} {
 		_, err := Start(t.Context(), &Options{Dir: dir, Listen: listen, Executable: switchboardBin})
 		if !errors.Is(err, ErrTokenRequired) || !strings.Contains(err.Error(), studioapi.EnvToken) {
@@ -325,4 +327,4 @@ func toolText(r *mcp.CallToolResult) string {
 	return b.String()
 }
 
-type syncBuf = mcphttptest.SyncBuffer
+type syncBuf = proctest.SyncBuffer

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -16,7 +16,7 @@ import (
 // hop came from oracle itself.
 func TestTokenModeBundledTeam(t *testing.T) {
 	const token = "tok-mode-test-0123456789"
-	s := startStudio(t, mcphttptest.Project(t, "oracle", "abacus"), &Options{Token: token})
+	s := startStudio(t, projecttest.New(t, "oracle", "abacus"), &Options{Token: token})
 	res := callThroughProxy(t, s, token, "oracle", "ask", map[string]any{"task": "calculate 17 * 3"})
 	if res.IsError || !strings.Contains(toolText(res), "51") {
 		t.Fatalf("ask with a token: %s", toolText(res))
@@ -38,7 +38,7 @@ func TestTokenModeBundledTeam(t *testing.T) {
 // An agent's mcp.json may name ${SWITCHBOARD_STUDIO_URL} without a default:
 // the studio reads it with its own address, and the agent gets it set.
 func TestStudioURLWithoutDefault(t *testing.T) {
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	mcpJSON := `{"mcpServers": {"abacus": {"url": "${SWITCHBOARD_STUDIO_URL}/api/agents/abacus/mcp"}}}`
 	if err := os.WriteFile(filepath.Join(dir, "agents", "oracle", "tools", "mcp.json"), []byte(mcpJSON), 0o644); err != nil {
 		t.Fatal(err)

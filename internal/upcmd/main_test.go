@@ -3,7 +3,7 @@ package upcmd
 import (
 	"testing"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 // switchboardBin is the real binary (built once per test run): these tests
@@ -13,4 +13,4 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
+func TestMain(m *testing.M) { testbin.Main{Bin: &switchboardBin, Root: &moduleRoot}.Run(m) }

@@ -14,15 +14,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // upReady is the ready line's prefix, before the URL.
 var upReady = strings.TrimSuffix(ReadyFormat, "%s\n")
 
-func startUp(t *testing.T, dir string, env []string) (*mcphttptest.Process, string) {
+func startUp(t *testing.T, dir string, env []string) (*proctest.Process, string) {
 	t.Helper()
-	p := mcphttptest.StartProcess(t, dir, env, 60*time.Second, upReady, switchboardBin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
+	p := proctest.StartProcess(t, dir, env, 60*time.Second, upReady, switchboardBin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
 	if !strings.HasPrefix(p.Ready, "http://127.0.0.1:") {
 		t.Fatalf("ready line %q", p.Ready)
 	}
@@ -32,14 +34,14 @@ func startUp(t *testing.T, dir string, env []string) (*mcphttptest.Process, stri
 // TestUp runs the real `switchboard up`: the reconnect sequence and a go-sdk
 // client through its proxy, then SIGTERM, which must stop every agent.
 func TestUp(t *testing.T) {
-	dir := mcphttptest.Project(t, "abacus", "packrat")
+	dir := projecttest.New(t, "abacus", "packrat")
 	p, base := startUp(t, dir, nil)
 
 	agents := listAgents(t, base, nil)
 	var pids []int
 	for _, name := range []string{"abacus", "packrat"} {
 		a := agents[name]
-		if a.State != studioapi.StateRunning || !mcphttptest.Alive(a.PID) {
+		if a.State != studioapi.StateRunning || !proctest.Alive(a.PID) {
 			t.Fatalf("agent %s after the ready line: %+v", name, a)
 		}
 		pids = append(pids, a.PID)
@@ -87,7 +89,7 @@ func TestUp(t *testing.T) {
 		t.Fatalf("after SIGTERM: exit %d, %v\n%s", code, err, p.Stderr())
 	}
 	for _, pid := range pids {
-		if mcphttptest.Alive(pid) {
+		if proctest.Alive(pid) {
 			t.Errorf("agent process %d outlived the studio", pid)
 		}
 	}
@@ -96,7 +98,7 @@ func TestUp(t *testing.T) {
 // TestUpKilledLeavesNoOrphans: a studio killed outright (no chance to stop
 // its children) still leaves none behind, thanks to Pdeathsig.
 func TestUpKilledLeavesNoOrphans(t *testing.T) {
-	dir := mcphttptest.Project(t, "abacus")
+	dir := projecttest.New(t, "abacus")
 	p, base := startUp(t, dir, nil)
 	pid := listAgents(t, base, nil)["abacus"].PID
 	if pid == 0 {
@@ -112,7 +114,7 @@ func TestUpKilledLeavesNoOrphans(t *testing.T) {
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for mcphttptest.Alive(pid) {
+	for proctest.Alive(pid) {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
@@ -123,7 +125,7 @@ func TestUpKilledLeavesNoOrphans(t *testing.T) {
 }
 
 func TestUpRefusesExposureWithoutToken(t *testing.T) {
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	cmd := exec.Command(switchboardBin, "up", "--dir", dir, "--listen", "0.0.0.0:0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, studioapi.EnvToken+"=") {
