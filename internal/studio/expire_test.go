@@ -2,6 +2,7 @@ package studio
 
 import (
 	"bufio"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,7 +77,15 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Read the initialize result before sending initialized, as a client
+	// does: the session id is in the headers, which go-sdk may send before
+	// it has run initialize, and an initialized that overtakes it ends the
+	// session ("initialized before initialize").
+	_, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the initialize result: %v", err)
+	}
 	session := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || session == "" {
 		t.Fatalf("initialize: %d, session %q", resp.StatusCode, session)
