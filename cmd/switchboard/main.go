@@ -8,17 +8,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	goruntime "runtime"
 	"syscall"
 
-	"github.com/switchboard-run/switchboard/internal/agentserver"
+	"github.com/switchboard-run/switchboard/internal/agentcmd"
 	"github.com/switchboard-run/switchboard/internal/askcmd"
-	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/clientcmd"
 	"github.com/switchboard-run/switchboard/internal/logincmd"
 	"github.com/switchboard-run/switchboard/internal/statuscmd"
-	"github.com/switchboard-run/switchboard/internal/studio"
-	"github.com/switchboard-run/switchboard/internal/version"
+	"github.com/switchboard-run/switchboard/internal/upcmd"
+	"github.com/switchboard-run/switchboard/internal/versioncmd"
 )
 
 const usage = `usage: switchboard <command> [flags]
@@ -49,13 +47,13 @@ func main() {
 
 var commands = map[string]command{
 	"ask":     askcmd.Main,
-	"up":      studio.Main,
+	"up":      upcmd.Main,
 	"client":  clientcmd.Main,
 	"status":  statuscmd.Main,
 	"login":   logincmd.Login,
 	"logout":  logincmd.Logout,
-	"agent":   agentCommand,
-	"version": versionCommand,
+	"agent":   agentcmd.Main,
+	"version": versioncmd.Main,
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -85,43 +83,4 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	return cmd(ctx, rest, stdin, stdout, stderr)
-}
-
-const agentUsage = `usage: switchboard agent serve --agent agents/NAME [flags]
-
-subcommands:
-  serve   run one agent as an MCP server (switchboard agent serve --help)
-`
-
-func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "serve" {
-		return agentserver.Main(ctx, args[1:], stdin, stdout, stderr)
-	}
-	if cli.HelpRequested(args) {
-		fmt.Fprint(stdout, agentUsage)
-		return 0
-	}
-	if len(args) == 0 {
-		fmt.Fprintf(stderr, "switchboard agent: want a subcommand\n%s", agentUsage)
-	} else {
-		fmt.Fprintf(stderr, "switchboard agent: unknown subcommand %q\n%s", args[0], agentUsage)
-	}
-	return 2
-}
-
-func versionCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if cli.HelpRequested(args) {
-		fmt.Fprintln(stdout, "usage: switchboard version\n\nPrints the version of this binary (the module version, or (devel) for a\nbuild from a checkout), the commit it was built from, and the Go version.")
-		return 0
-	}
-	if len(args) > 0 {
-		fmt.Fprintf(stderr, "switchboard version: unexpected argument %q\n", args[0])
-		return 2
-	}
-	fmt.Fprintf(stdout, "switchboard %s", version.String())
-	if rev := version.Revision(); rev != "" {
-		fmt.Fprintf(stdout, " (%s)", rev)
-	}
-	fmt.Fprintf(stdout, " %s %s/%s\n", goruntime.Version(), goruntime.GOOS, goruntime.GOARCH)
-	return 0
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 // TestHelpEverywhere runs the built binary: --help on every command and
@@ -16,10 +17,11 @@ func TestHelpEverywhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary: skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// The binary every package of this test run shares (with -race when
+	// the tests run under it).
+	bin, err := testbin.Switchboard()
+	if err != nil {
+		t.Fatal(err)
 	}
 	runBin := func(args ...string) (code int, stdout, stderr string) {
 		cmd := exec.CommandContext(t.Context(), bin, args...)

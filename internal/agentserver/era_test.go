@@ -69,7 +69,7 @@ func TestBothEras(t *testing.T) {
 			s, ts := newTestServer(t, &agentdef.Definition{Name: "kappa", MaxDepth: 3, Tools: []string{"packrat"}})
 			started, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
 			eraTools(s, started, cancelled)
-			p := pool.New(&pool.Options{HTTPClient: ts.Client()})
+			p := pool.New(&pool.Options{Transport: ts.Client().Transport})
 			t.Cleanup(func() { p.Close() })
 			srv := &pool.Server{Name: "kappa", URL: ts.URL, ProtocolVersion: era.pin}
 			ctx := t.Context()
@@ -205,7 +205,7 @@ func TestRestartBetweenCallsByEra(t *testing.T) {
 				ts.Close()
 				cur.Close()
 			})
-			p := pool.New(&pool.Options{HTTPClient: ts.Client()})
+			p := pool.New(&pool.Options{Transport: ts.Client().Transport})
 			t.Cleanup(func() { p.Close() })
 			srv := &pool.Server{Name: "packrat", URL: ts.URL, ProtocolVersion: era.pin}
 			store := func(id string) {

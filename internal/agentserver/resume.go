@@ -32,7 +32,7 @@ import (
 // What is stored is bounded (maxEventBytes for the whole process, oldest
 // streams purged first) and in memory: an agent's restart loses it, and a
 // stream cut by the agent's death cannot be resumed (the studio answers
-// such a resumption with an error, internal/studio/continuity.go).
+// such a resumption with an error, internal/proxy/continuity.go).
 
 // maxEventBytes bounds the events the agent keeps for resumption.
 const maxEventBytes = 4 << 20
@@ -49,9 +49,9 @@ const EnvResumableStreams = "SWITCHBOARD_RESUMABLE_STREAMS"
 // neither 0 nor 1.
 var errResumableValue = errors.New("want 0 (off) or 1 (on, the default)")
 
-// noResumableFromEnv reports whether the environment turns resumable
+// NoResumableFromEnv reports whether the environment turns resumable
 // streams off.
-func noResumableFromEnv() (bool, error) {
+func NoResumableFromEnv() (bool, error) {
 	switch v := os.Getenv(EnvResumableStreams); v {
 	case "", "1":
 		return false, nil

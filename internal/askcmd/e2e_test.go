@@ -29,6 +29,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -220,7 +221,7 @@ func restart(t *testing.T, ctx context.Context, st *studio.Studio, name string) 
 	defer tick.Stop()
 	for {
 		now := agentInfo(t, st, name)
-		if now.State == studio.StateRunning && now.PID != 0 && now.PID != old.PID {
+		if now.State == studioapi.StateRunning && now.PID != 0 && now.PID != old.PID {
 			return
 		}
 		select {
@@ -231,14 +232,14 @@ func restart(t *testing.T, ctx context.Context, st *studio.Studio, name string) 
 	}
 }
 
-func agentInfo(t *testing.T, st *studio.Studio, name string) studio.AgentInfo {
+func agentInfo(t *testing.T, st *studio.Studio, name string) studioapi.AgentInfo {
 	for _, a := range st.Agents() {
 		if a.Name == name {
 			return a
 		}
 	}
 	t.Fatalf("no agent %s", name)
-	return studio.AgentInfo{}
+	return studioapi.AgentInfo{}
 }
 
 // askJSON is the --json output.

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // slowAfter is how long a delegation runs before ask asks about its agent;
@@ -88,7 +88,7 @@ func (h *heldWatcher) watch(ctx context.Context, base, token string, note func(s
 				continue // the call itself will say what is wrong
 			}
 			for _, a := range infos {
-				if !agents[a.Name] || a.State == studio.StateRunning {
+				if !agents[a.Name] || a.State == studioapi.StateRunning {
 					continue
 				}
 				key := a.Name + " " + string(a.State)
@@ -106,27 +106,27 @@ func (h *heldWatcher) watch(ctx context.Context, base, token string, note func(s
 
 // heldLine says what the studio is doing with calls to a that is not
 // running.
-func heldLine(a studio.AgentInfo) string {
+func heldLine(a studioapi.AgentInfo) string {
 	why := ""
 	if a.LastError != "" {
 		why = "; it exited: " + a.LastError
 	}
 	switch a.State {
-	case studio.StateRestarting:
+	case studioapi.StateRestarting:
 		left := ""
 		if a.RetryAt != nil {
 			left = fmt.Sprintf("retry in %v, ", max(time.Until(*a.RetryAt), 0).Round(100*time.Millisecond))
 		}
-		return fmt.Sprintf("%s is restarting (%sfailure %d of %d%s); the studio holds calls to it until it listens", a.Name, left, a.ConsecutiveFailures, studio.GiveUpAfter, why)
-	case studio.StateStarting:
+		return fmt.Sprintf("%s is restarting (%sfailure %d of %d%s); the studio holds calls to it until it listens", a.Name, left, a.ConsecutiveFailures, studioapi.GiveUpAfter, why)
+	case studioapi.StateStarting:
 		return fmt.Sprintf("%s is starting; the studio holds calls to it until it listens", a.Name)
-	case studio.StateGivenUp:
+	case studioapi.StateGivenUp:
 		return fmt.Sprintf("%s was given up after %d failures in a row%s; calls to it fail", a.Name, a.ConsecutiveFailures, why)
 	}
 	return fmt.Sprintf("%s is %s%s", a.Name, a.State, why)
 }
 
-func overviewAgents(ctx context.Context, base, token string) ([]studio.AgentInfo, error) {
+func overviewAgents(ctx context.Context, base, token string) ([]studioapi.AgentInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/overview", nil)
@@ -145,7 +145,7 @@ func overviewAgents(ctx context.Context, base, token string) ([]studio.AgentInfo
 		return nil, fmt.Errorf("GET /api/overview: %s", resp.Status)
 	}
 	var ov struct {
-		Agents []studio.AgentInfo `json:"agents"`
+		Agents []studioapi.AgentInfo `json:"agents"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&ov); err != nil {
 		return nil, err

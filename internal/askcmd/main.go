@@ -27,7 +27,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/runtime"
 )
 
@@ -229,7 +229,7 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 		cfg.studioURL = DefaultStudioURL
 	}
 	cfg.studioURL = strings.TrimSuffix(cfg.studioURL, "/")
-	cfg.token = getenv(studio.EnvToken)
+	cfg.token = getenv(studioapi.EnvToken)
 	if getenv(EnvElicitStdin) == "1" {
 		cfg.elicitStdin = true
 	}

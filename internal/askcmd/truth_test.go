@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -297,7 +298,7 @@ func TestE2EHeldCallIsShown(t *testing.T) {
 				}
 				tick := time.NewTicker(10 * time.Millisecond)
 				defer tick.Stop()
-				for agentInfo(t, st, "packrat").State == studio.StateRunning {
+				for agentInfo(t, st, "packrat").State == studioapi.StateRunning {
 					select {
 					case <-tick.C:
 					case <-ctx.Done():

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/authstate"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/oauthtest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/testbin"
 	"github.com/switchboard-run/switchboard/internal/tokenstore"
 )
@@ -34,7 +35,7 @@ func TestStudioShowsSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := oauthtest.New(t, time.Hour, "notes")
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	scout := filepath.Join(dir, "agents", "scout")
 	if err := os.MkdirAll(filepath.Join(scout, "tools"), 0o755); err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestStudioShowsSignIn(t *testing.T) {
 		"remote":{"url":"`+as.URL+`","oauth":{"scopes":"notes"}},
 		"static":{"url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer static"}}}}`), 0o644)
 	env := []string{tokenstore.EnvDir + "=" + filepath.Join(t.TempDir(), "tokens")}
-	up := mcphttptest.StartProcess(t, dir, env, 60*time.Second, "switchboard studio listening on ", bin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
+	up := proctest.StartProcess(t, dir, env, 60*time.Second, "switchboard studio listening on ", bin, "up", "--dir", dir, "--listen", "127.0.0.1:0")
 	base := up.Ready
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

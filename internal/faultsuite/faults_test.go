@@ -14,7 +14,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/proxy"
 	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -56,7 +56,7 @@ func TestFaults(t *testing.T) {
 const viaClient = "switchboard client → server"
 
 // serverURL returns ts's endpoint, or, with viaProxy, the endpoint of a
-// studio proxy (studio.NewProxy, the mcphttp middleware included) in front
+// studio proxy (proxy.New, the mcphttp middleware included) in front
 // of it.
 func serverURL(t *testing.T, ts *mcptest.Server, viaProxy bool) (string, string) {
 	t.Helper()
@@ -68,7 +68,7 @@ func serverURL(t *testing.T, ts *mcptest.Server, viaProxy bool) (string, string)
 		t.Fatal(err)
 	}
 	tr := &http.Transport{}
-	ps := httptest.NewServer(studio.NewProxy(u, &studio.ProxyOptions{Transport: tr}))
+	ps := httptest.NewServer(proxy.New(u, &proxy.Options{Transport: tr}))
 	t.Cleanup(func() {
 		ps.Close()
 		tr.CloseIdleConnections()

@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/pooltest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/waittest"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -253,7 +254,7 @@ func (rig *idemRig) newPool(t *testing.T) *pool.Pool {
 
 // agent returns the running agent's info, waiting until it runs with a pid
 // other than notPID.
-func (rig *idemRig) agent(t *testing.T, name string, notPID int) studio.AgentInfo {
+func (rig *idemRig) agent(t *testing.T, name string, notPID int) studioapi.AgentInfo {
 	return runningAgent(t, rig.s, name, notPID, 60*time.Second)
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/projecttest"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -27,7 +27,7 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 		id := fmt.Sprintf("k%d", i)
 		return c.callArgs("packrat", "store_note", id, map[string]any{"text": "fault suite note " + id, "tags": []string{id}})
 	}
-	running := func(notPID int) studio.AgentInfo { return runningAgent(t, s, "packrat", notPID, 30*time.Second) }
+	running := func(notPID int) studioapi.AgentInfo { return runningAgent(t, s, "packrat", notPID, 30*time.Second) }
 	// A steady load: one call every killPace, at most killConcurrency in
 	// flight, in segments. The first and the last segment run undisturbed;
 	// each one between kills the agent a third of the way in and keeps
@@ -100,7 +100,7 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 			did += fmt.Sprintf("; %d more met the 503 while re-initializing (transport or session_expired: nothing ran)", redial)
 		}
 		if st.Reinitializations == 0 && r.Recovered == 0 {
-			// internal/studio/continuity.go: the studio meets the new
+			// internal/proxy/continuity.go: the studio meets the new
 			// process's 404 and re-establishes the session itself.
 			did += ". Once the new process ran, the studio re-established the pool's session on it (session continuity): the pool never saw the restart, no re-initialization, no retry"
 		} else {

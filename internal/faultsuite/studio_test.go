@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/waittest"
 )
 
@@ -50,16 +51,16 @@ func startStudio(t *testing.T, dir string, ready time.Duration, edit func(*studi
 // runningAgent returns the info of s's agent name once it runs with a pid
 // other than notPID (0: any), as it does again after a kill and the
 // studio's restart; it fails t after timeout.
-func runningAgent(t *testing.T, s *studio.Studio, name string, notPID int, timeout time.Duration) studio.AgentInfo {
+func runningAgent(t *testing.T, s *studio.Studio, name string, notPID int, timeout time.Duration) studioapi.AgentInfo {
 	t.Helper()
-	var info studio.AgentInfo
+	var info studioapi.AgentInfo
 	waittest.Until(t, timeout, name+" to run with a pid other than the one killed", func() bool {
 		for _, a := range s.Agents() {
 			if a.Name == name {
 				info = a
 			}
 		}
-		return info.State == studio.StateRunning && info.PID != 0 && info.PID != notPID
+		return info.State == studioapi.StateRunning && info.PID != 0 && info.PID != notPID
 	})
 	return info
 }

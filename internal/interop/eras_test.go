@@ -26,7 +26,7 @@ func TestErasThroughStudio(t *testing.T) {
 		{"2026-07-28", "", pool.Protocol20260728},
 	} {
 		t.Run(era.name, func(t *testing.T) {
-			p := pool.New(&pool.Options{HTTPClient: loopback})
+			p := pool.New(&pool.Options{Transport: loopback.Transport})
 			t.Cleanup(func() { p.Close() })
 			srv := &pool.Server{Name: "packrat", URL: u.url(), ProtocolVersion: era.pin}
 			var ids []string

@@ -3,7 +3,7 @@
 // agent behind it killed by SIGKILL between calls and during a burst of
 // calls. What it shows is that an agent's restart is invisible to clients
 // that do not recover a lost session by themselves (the studio keeps their
-// session, internal/studio/continuity.go), and that nothing runs twice:
+// session, internal/proxy/continuity.go), and that nothing runs twice:
 // each call stores one note in packrat's archive (SQLite, on disk) under
 // its own tag, and the notes under each tag are counted afterwards.
 //
@@ -34,7 +34,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/peertest"
 	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
@@ -210,13 +210,13 @@ func startUp(t *testing.T, env []string) *up {
 func (u *up) url() string { return u.base + "/api/agents/packrat/mcp" }
 
 // packrat returns packrat's state once cond holds (at most 30 s).
-func (u *up) packrat(cond func(studio.AgentInfo) bool) studio.AgentInfo {
+func (u *up) packrat(cond func(studioapi.AgentInfo) bool) studioapi.AgentInfo {
 	u.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := loopback.Get(u.base + "/api/agents")
 		if err == nil {
-			var list []studio.AgentInfo
+			var list []studioapi.AgentInfo
 			err = json.NewDecoder(resp.Body).Decode(&list)
 			resp.Body.Close()
 			for _, a := range list {
@@ -232,19 +232,19 @@ func (u *up) packrat(cond func(studio.AgentInfo) bool) studio.AgentInfo {
 	}
 }
 
-func (u *up) kill() studio.AgentInfo {
+func (u *up) kill() studioapi.AgentInfo {
 	u.t.Helper()
-	a := u.packrat(func(a studio.AgentInfo) bool { return a.State == studio.StateRunning && a.PID != 0 })
+	a := u.packrat(func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning && a.PID != 0 })
 	if err := syscall.Kill(a.PID, syscall.SIGKILL); err != nil {
 		u.t.Fatal(err)
 	}
 	return a
 }
 
-func (u *up) runningAgain(killed studio.AgentInfo) {
+func (u *up) runningAgain(killed studioapi.AgentInfo) {
 	u.t.Helper()
-	u.packrat(func(a studio.AgentInfo) bool {
-		return a.State == studio.StateRunning && a.PID != 0 && a.PID != killed.PID
+	u.packrat(func(a studioapi.AgentInfo) bool {
+		return a.State == studioapi.StateRunning && a.PID != 0 && a.PID != killed.PID
 	})
 }
 

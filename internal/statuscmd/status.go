@@ -28,7 +28,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/authstate"
 	"github.com/switchboard-run/switchboard/internal/cli"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // requestTimeout bounds each request to the studio.
@@ -42,12 +42,12 @@ const recent = 10
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("switchboard status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("studio", "", "the studio's URL (default $"+studio.EnvStudioURL+", else http://"+studio.DefaultListen+")")
+	url := fs.String("studio", "", "the studio's URL (default $"+studioapi.EnvStudioURL+", else http://"+studioapi.DefaultListen+")")
 	asJSON := fs.Bool("json", false, "print one JSON object: the overview and the per-agent call summary")
 	authOnly := fs.Bool("auth", false, "print the OAuth sign-in state of the HTTP servers in --config instead (no studio needed; never a token)")
 	config := fs.String("config", "tools/mcp.json", "with --auth: the mcp.json whose servers are shown")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: switchboard status [--studio URL] [--json]\n       switchboard status --auth [--config tools/mcp.json] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations;\nwith --auth, the sign-in state of each HTTP server (switchboard login).\nSends $"+studio.EnvToken+" as the bearer token when it is set.\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: switchboard status [--studio URL] [--json]\n       switchboard status --auth [--config tools/mcp.json] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations;\nwith --auth, the sign-in state of each HTTP server (switchboard login).\nSends $"+studioapi.EnvToken+" as the bearer token when it is set.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if cli.HelpRequested(args) {
@@ -65,8 +65,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if *authOnly {
 		return authStatus(*config, *asJSON, stdout, stderr)
 	}
-	base := cmp.Or(*url, os.Getenv(studio.EnvStudioURL), "http://"+studio.DefaultListen)
-	c := &client{base: strings.TrimSuffix(base, "/"), token: os.Getenv(studio.EnvToken), http: &http.Client{Timeout: requestTimeout}}
+	base := cmp.Or(*url, os.Getenv(studioapi.EnvStudioURL), "http://"+studioapi.DefaultListen)
+	c := &client{base: strings.TrimSuffix(base, "/"), token: os.Getenv(studioapi.EnvToken), http: &http.Client{Timeout: requestTimeout}}
 	st, err := c.status(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchboard status: %v\n", err)
@@ -89,7 +89,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 // Status is what the command shows (its --json form).
 type Status struct {
-	studio.Overview
+	studioapi.Overview
 	// Calls summarizes the tools/calls through the proxy, per agent.
 	Calls []AgentCalls `json:"calls"`
 	// Auth is the sign-in state of the agents' OAuth servers (GET
@@ -173,7 +173,7 @@ func (c *client) status(ctx context.Context) (*Status, error) {
 
 // summarize reads tool call counts, errors and latency per agent from the
 // studio's metric families.
-func summarize(agents []studio.AgentInfo, fams map[string]*dto.MetricFamily) []AgentCalls {
+func summarize(agents []studioapi.AgentInfo, fams map[string]*dto.MetricFamily) []AgentCalls {
 	byAgent := map[string]*AgentCalls{}
 	hists := map[string][]*dto.Histogram{}
 	for _, a := range agents {
@@ -185,7 +185,7 @@ func summarize(agents []studio.AgentInfo, fams map[string]*dto.MetricFamily) []A
 		}
 		return byAgent[name]
 	}
-	if mf := fams[studio.MetricToolCalls]; mf != nil {
+	if mf := fams[studioapi.MetricToolCalls]; mf != nil {
 		for _, m := range mf.GetMetric() {
 			ac := at(label(m, "agent"))
 			n := int64(m.GetCounter().GetValue())
@@ -195,7 +195,7 @@ func summarize(agents []studio.AgentInfo, fams map[string]*dto.MetricFamily) []A
 			}
 		}
 	}
-	if mf := fams[studio.MetricToolDuration]; mf != nil {
+	if mf := fams[studioapi.MetricToolDuration]; mf != nil {
 		for _, m := range mf.GetMetric() {
 			a := label(m, "agent")
 			hists[a] = append(hists[a], m.GetHistogram())
@@ -264,7 +264,7 @@ func quantile(q float64, hs []*dto.Histogram) float64 {
 func (st *Status) print(w io.Writer) {
 	running := 0
 	for _, a := range st.Agents {
-		if a.State == studio.StateRunning {
+		if a.State == studioapi.StateRunning {
 			running++
 		}
 	}
@@ -317,7 +317,7 @@ func (st *Status) print(w io.Writer) {
 	for _, d := range st.Delegations[:min(recent, len(st.Delegations))] {
 		from := cmp.Or(d.From, "client")
 		dur := "…"
-		if d.Outcome != studio.OutcomeRunning {
+		if d.Outcome != studioapi.OutcomeRunning {
 			dur = ms(d.DurationMS)
 		}
 		line := fmt.Sprintf("%s\t%s → %s.%s\t%s\t%s", d.Start.Local().Format(time.TimeOnly), from, d.Agent, d.Tool, d.Outcome, dur)
@@ -335,12 +335,12 @@ func (st *Status) print(w io.Writer) {
 // stateText is an agent's state with what a person waiting on it wants to
 // know: when a restarting agent tries again, after how many failures one
 // was given up.
-func stateText(a studio.AgentInfo) string {
+func stateText(a studioapi.AgentInfo) string {
 	switch {
-	case a.State == studio.StateRestarting && a.RetryAt != nil:
+	case a.State == studioapi.StateRestarting && a.RetryAt != nil:
 		left := max(time.Until(*a.RetryAt), 0).Round(100 * time.Millisecond)
-		return fmt.Sprintf("restarting (retry in %v, failure %d of %d)", left, a.ConsecutiveFailures, studio.GiveUpAfter)
-	case a.State == studio.StateGivenUp:
+		return fmt.Sprintf("restarting (retry in %v, failure %d of %d)", left, a.ConsecutiveFailures, studioapi.GiveUpAfter)
+	case a.State == studioapi.StateGivenUp:
 		return fmt.Sprintf("given_up (after %d failures in a row)", a.ConsecutiveFailures)
 	}
 	return string(a.State)

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-run/switchboard/internal/authstate"
-	"github.com/switchboard-run/switchboard/internal/studio"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 const metricsText = `# TYPE switchboard_tool_calls_total counter
@@ -37,16 +37,16 @@ switchboard_tool_call_duration_seconds_count{agent="abacus",tool="calculate"} 10
 func fakeStudio(t *testing.T, token string) *httptest.Server {
 	t.Helper()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	ov := studio.Overview{
+	ov := studioapi.Overview{
 		URL: "http://studio.test",
-		Agents: []studio.AgentInfo{
-			{Name: "abacus", State: studio.StateRunning, Tools: []string{"calculate", "date_math"}},
-			{Name: "oracle", State: studio.StateRestarting, Restarts: 2, Tools: []string{}, LastError: "exited: exit status 1", LastErrorAt: &start, ConsecutiveFailures: 2},
+		Agents: []studioapi.AgentInfo{
+			{Name: "abacus", State: studioapi.StateRunning, Tools: []string{"calculate", "date_math"}},
+			{Name: "oracle", State: studioapi.StateRestarting, Restarts: 2, Tools: []string{}, LastError: "exited: exit status 1", LastErrorAt: &start, ConsecutiveFailures: 2},
 		},
-		Pools: []studio.PoolInfo{{Process: "studio", Open: 2, Idle: 2, Dials: 2}, {Process: "oracle", Open: 1, InUse: 1, Dials: 3, Reinitializations: 1, Retries: 1, Invalidations: 1}},
-		Delegations: []studio.Delegation{
-			{ID: 2, Start: start, From: "oracle", Agent: "abacus", Tool: "calculate", Outcome: "ok", DurationMS: 1.5, Recovery: studio.RecoveryRecovered},
-			{ID: 1, Start: start, Agent: "oracle", Tool: "ask", Outcome: studio.OutcomeRunning},
+		Pools: []studioapi.PoolInfo{{Process: "studio", Open: 2, Idle: 2, Dials: 2}, {Process: "oracle", Open: 1, InUse: 1, Dials: 3, Reinitializations: 1, Retries: 1, Invalidations: 1}},
+		Delegations: []studioapi.Delegation{
+			{ID: 2, Start: start, From: "oracle", Agent: "abacus", Tool: "calculate", Outcome: "ok", DurationMS: 1.5, Recovery: studioapi.RecoveryRecovered},
+			{ID: 1, Start: start, Agent: "oracle", Tool: "ask", Outcome: studioapi.OutcomeRunning},
 		},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +74,7 @@ func fakeStudio(t *testing.T, token string) *httptest.Server {
 
 func TestStatus(t *testing.T) {
 	srv := fakeStudio(t, "tok-123456")
-	t.Setenv(studio.EnvToken, "tok-123456")
+	t.Setenv(studioapi.EnvToken, "tok-123456")
 	var out, errOut bytes.Buffer
 	if code := Main(context.Background(), []string{"--studio", srv.URL}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -122,7 +122,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("stdout i
 
 func TestStatusErrors(t *testing.T) {
 	srv := fakeStudio(t, "tok-123456")
-	t.Setenv(studio.EnvToken, "")
+	t.Setenv(studioapi.EnvToken, "")
 	var out, errOut bytes.Buffer
 	if code := Main(context.Background(), []string{"--studio", srv.URL}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
 		t.Errorf("without the token: exit %d, %q", code, errOut.String())

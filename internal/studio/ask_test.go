@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 )
 
 // TestAskDelegatesThroughStudio: the coordinator's ask, called through the
@@ -16,7 +15,7 @@ import (
 // in its tools/mcp.json) with the builtin model, and its delegation events
 // reach the caller as progress notifications through two proxies.
 func TestAskDelegatesThroughStudio(t *testing.T) {
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	s := startStudio(t, dir, nil)
 
 	progress := make(chan string, 64)

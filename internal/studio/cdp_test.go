@@ -225,6 +225,20 @@ func (b *browser) waitFor(cond, what string) {
 	b.t.Fatalf("waiting for %s (%s): not within 30s (last error: %v); the page reads:\n%s", what, cond, last, tail(html, 4000))
 }
 
+// waitPage waits, after a click that navigates, until the page named page
+// (its body's data-page) is built and live: its style sheet and script are
+// in (readyState "complete"), the script has built it (data-ready: an
+// agent page's forms and charts are drawn) and it has refreshed once.
+// Before that, what a click aims at may still move, and a press may come
+// before the script that keeps a refresh from replacing the element under
+// the pointer: the click could be lost. The wait for "the fleet page" on
+// its data-page alone, which is set as soon as the body is parsed, once
+// let a click on an agent's link come to nothing.
+func (b *browser) waitPage(page string) {
+	b.t.Helper()
+	b.waitFor(`document.readyState === "complete" && document.body.dataset.page === `+jsString(page)+` && document.body.dataset.ready === "1" && document.body.dataset.polls >= 1`, "the "+page+" page")
+}
+
 // click moves the mouse over the element sel names and clicks it, as a
 // person does: the element must be visible and not covered.
 func (b *browser) click(sel string) {

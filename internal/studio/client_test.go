@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // TestClientRecoversAfterRestart: a `switchboard client` session through the
@@ -22,7 +23,7 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 	if out, _ := exec.Command(switchboardBin, "client").CombinedOutput(); strings.Contains(string(out), "not implemented yet") {
 		t.Skip("switchboard client is not implemented yet")
 	}
-	dir := mcphttptest.Project(t, "abacus")
+	dir := projecttest.New(t, "abacus")
 	s := startStudio(t, dir, nil)
 	config := filepath.Join(t.TempDir(), "mcp.json")
 	cfg := fmt.Sprintf(`{"mcpServers": {"abacus": {"url": %q}}}`, s.AgentURL("abacus"))
@@ -96,7 +97,7 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 	if err := killPID(before.PID); err != nil {
 		t.Fatal(err)
 	}
-	after := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning && a.PID != before.PID })
+	after := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning && a.PID != before.PID })
 	// Running again: the exit is history, not a current error.
 	if after.LastError != "" || after.LastErrorAt != nil || after.LastExit == "" {
 		t.Errorf("after the restart: last_error %q at %v, last_exit %q; want only last_exit", after.LastError, after.LastErrorAt, after.LastExit)
@@ -104,7 +105,7 @@ func TestClientRecoversAfterRestart(t *testing.T) {
 
 	calc(2, "2+2", "4")
 	stats := ask(`{"id":3,"method":"pool/stats"}`)
-	// The studio kept the session across the restart (continuity.go).
+	// The studio kept the session across the restart (proxy/continuity.go).
 	if r, _ := stats["result"].(map[string]any); r == nil || r["reinitializations"].(float64) != 0 {
 		t.Fatalf("pool/stats %v: want no re-initialization, the studio keeps the session", stats)
 	}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -81,7 +83,7 @@ func callThroughProxy(t *testing.T, s *Studio, token, agent, tool string, args m
 	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	p := pool.New(&pool.Options{HTTPClient: &http.Client{Transport: tr}})
+	p := pool.New(&pool.Options{Transport: tr})
 	defer p.Close()
 	srv := &pool.Server{Name: agent, URL: s.AgentURL(agent)}
 	if token != "" {
@@ -99,14 +101,14 @@ func callThroughProxy(t *testing.T, s *Studio, token, agent, tool string, args m
 // TestConsoleAPI covers the run list, a run, an agent's page data and a
 // tool call from the page, over real HTTP against real agents.
 func TestConsoleAPI(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "oracle", "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "oracle", "abacus"), nil)
 	c := newAPIClient(t, s, "")
 	res := callThroughProxy(t, s, "", "oracle", "ask", map[string]any{"task": "calculate 17 * 3"})
 	if res.IsError {
 		t.Fatalf("ask: %+v", res)
 	}
 
-	var list RunList
+	var list studioapi.RunList
 	c.getJSON("/api/runs", &list)
 	if len(list.Runs) != 1 {
 		t.Fatalf("runs %+v, want one", list.Runs)
@@ -116,7 +118,7 @@ func TestConsoleAPI(t *testing.T) {
 		t.Errorf("run %+v", r)
 	}
 
-	var run Run
+	var run studioapi.Run
 	c.getJSON("/api/runs/"+r.ID, &run)
 	if !strings.Contains(run.Answer, "51") {
 		t.Errorf("answer %q", run.Answer)
@@ -141,7 +143,7 @@ func TestConsoleAPI(t *testing.T) {
 		{"agent=abacus", 1}, {"agent=oracle", 1}, {"q=17", 1}, {"q=CALCULATE", 1}, {"q=nothing+like+it", 0},
 		{"outcome=ok", 1}, {"outcome=failed", 0}, {"outcome=recovered", 0}, {"limit=1", 1},
 	} {
-		var l RunList
+		var l studioapi.RunList
 		c.getJSON("/api/runs?"+f.query, &l)
 		if len(l.Runs) != f.n {
 			t.Errorf("/api/runs?%s: %d runs, want %d", f.query, len(l.Runs), f.n)
@@ -159,9 +161,9 @@ func TestConsoleAPI(t *testing.T) {
 		t.Errorf("POST /api/runs: %d", code)
 	}
 
-	var d AgentDetail
+	var d studioapi.AgentDetail
 	c.getJSON("/api/agents/abacus", &d)
-	if d.Name != "abacus" || d.State != StateRunning || d.PID == 0 || len(d.Logs) == 0 || len(d.Series) != seriesMinutes {
+	if d.Name != "abacus" || d.State != studioapi.StateRunning || d.PID == 0 || len(d.Logs) == 0 || len(d.Series) != observe.SeriesMinutes {
 		t.Errorf("agent detail: name %q state %s pid %d, %d log lines, %d minutes", d.Name, d.State, d.PID, len(d.Logs), len(d.Series))
 	}
 	var schema struct {
@@ -190,7 +192,7 @@ func TestConsoleAPI(t *testing.T) {
 
 	// A tool call from the page goes through the proxy: it is a new run.
 	code, b := c.do("POST", "/api/agents/abacus/call", `{"tool":"calculate","arguments":{"expression":"6*7"}}`, nil)
-	var cr CallResult
+	var cr studioapi.CallResult
 	if json.Unmarshal(b, &cr); code != http.StatusOK || cr.IsError || !strings.Contains(cr.Text, "42") {
 		t.Fatalf("POST call: %d %s", code, b)
 	}
@@ -260,7 +262,7 @@ func TestConsoleAPI(t *testing.T) {
 // they do what they say, in the agent's history.
 func TestConsoleActionsGuarded(t *testing.T) {
 	const token = "console-token-0123456789"
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{Token: token})
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{Token: token})
 	c := newAPIClient(t, s, token)
 	host := strings.TrimPrefix(s.URL(), "http://")
 
@@ -290,29 +292,29 @@ func TestConsoleActionsGuarded(t *testing.T) {
 			}
 		}
 	}
-	if h := s.agents["abacus"].proc.ctl.History(); len(h) != 0 {
+	if h := s.agents["abacus"].proc.History(); len(h) != 0 {
 		t.Fatalf("refused requests changed the history: %+v", h)
 	}
 
 	same := map[string]string{"Origin": "http://" + host, "Sec-Fetch-Site": "same-origin"}
-	pid := s.agents["abacus"].proc.status().pid
+	pid := s.agents["abacus"].proc.Status().PID
 	if code, b := c.do("POST", "/api/agents/abacus/restart", `{"reason":"testing the restart"}`, same); code != http.StatusAccepted {
 		t.Fatalf("restart: %d %s", code, b)
 	}
-	a := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning && a.PID != pid })
+	a := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning && a.PID != pid })
 	if a.Restarts != 1 {
 		t.Errorf("restarts %d after one restart", a.Restarts)
 	}
-	var d AgentDetail
+	var d studioapi.AgentDetail
 	c.getJSON("/api/agents/abacus", &d)
-	if len(d.History) != 1 || d.History[0].Event != EventRestarted || d.History[0].Reason != "testing the restart" || d.History[0].Time.IsZero() {
+	if len(d.History) != 1 || d.History[0].Event != studioapi.EventRestarted || d.History[0].Reason != "testing the restart" || d.History[0].Time.IsZero() {
 		t.Errorf("history after a restart %+v", d.History)
 	}
 
 	if code, b := c.do("POST", "/api/agents/abacus/stop", `{}`, nil); code != http.StatusAccepted {
 		t.Fatalf("stop: %d %s", code, b)
 	}
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateStopped && a.PID == 0 })
+	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateStopped && a.PID == 0 })
 	if code, b := c.do("POST", "/api/agents/abacus/restart", `{}`, nil); code != http.StatusConflict || !strings.Contains(string(b), "stopped") {
 		t.Errorf("restart while stopped: %d %s, want 409", code, b)
 	}
@@ -326,7 +328,7 @@ func TestConsoleActionsGuarded(t *testing.T) {
 	if code, b := c.do("POST", "/api/agents/abacus/start", `{"reason":"back to work"}`, nil); code != http.StatusAccepted {
 		t.Fatalf("start: %d %s", code, b)
 	}
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if code, b := c.do("POST", "/api/agents/abacus/start", `{}`, nil); code != http.StatusConflict {
 		t.Errorf("start while running: %d %s, want 409", code, b)
 	}
@@ -354,9 +356,9 @@ func TestConsoleActionsGuarded(t *testing.T) {
 			}
 		}
 	}
-	var list RunList
+	var list studioapi.RunList
 	c.getJSON("/api/runs", &list)
-	var run Run
+	var run studioapi.Run
 	c.getJSON("/api/runs/"+list.Runs[0].ID, &run)
 	if len(run.Hops) != 1 || !strings.Contains(run.Hops[0].Arguments, "[REDACTED]") {
 		t.Errorf("the call's arguments %q: want them redacted", run.Hops[0].Arguments)
@@ -367,7 +369,7 @@ func TestConsoleActionsGuarded(t *testing.T) {
 	if code, b := c.do("POST", "/api/agents/abacus/stop", `{}`, nil); code != http.StatusAccepted {
 		t.Fatalf("stop: %d %s", code, b)
 	}
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateStopped })
+	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateStopped })
 }
 
 // TestConsoleMarksHeld: a call that the studio held while its agent
@@ -375,7 +377,7 @@ func TestConsoleActionsGuarded(t *testing.T) {
 // the crash, with plain HTTP, so that it is the call (not a new session's
 // initialize) that arrives while the agent restarts.
 func TestConsoleMarksHeld(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{MinBackoff: 300 * time.Millisecond})
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{MinBackoff: 300 * time.Millisecond})
 	c := newAPIClient(t, s, "")
 	mcpHdr := map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
@@ -395,35 +397,35 @@ func TestConsoleMarksHeld(t *testing.T) {
 		t.Fatalf("initialize: %d, session %q", resp.StatusCode, session)
 	}
 
-	before := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	before := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if err := killPID(before.PID); err != nil {
 		t.Fatal(err)
 	}
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRestarting })
+	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRestarting })
 	mcpHdr["Mcp-Session-Id"] = session
 	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate","arguments":{"expression":"2+2"}}}`
 	// The new process does not know the session; the studio re-establishes
-	// it (continuity.go) and the held call lands.
+	// it (proxy/continuity.go) and the held call lands.
 	if code, b := c.do("POST", "/api/agents/abacus/mcp", call, mcpHdr); code != http.StatusOK || !strings.Contains(string(b), `"result":4`) {
 		t.Fatalf("the held call: %d %s, want it answered on the kept session", code, b)
 	}
-	var list RunList
+	var list studioapi.RunList
 	c.getJSON("/api/runs", &list)
 	if len(list.Runs) != 1 {
 		t.Fatalf("runs %+v", list.Runs)
 	}
-	var run Run
+	var run studioapi.Run
 	c.getJSON("/api/runs/"+list.Runs[0].ID, &run)
 	if h := run.Hops[0]; h.HeldMS <= 0 || h.Outcome != "ok" {
 		t.Errorf("hop %+v: want it marked held, and answered", h)
 	}
-	var d AgentDetail
+	var d studioapi.AgentDetail
 	c.getJSON("/api/agents/abacus", &d)
-	if len(d.History) != 1 || d.History[0].Event != EventExited || d.History[0].Reason == "" || d.History[0].NextStart.IsZero() {
+	if len(d.History) != 1 || d.History[0].Event != studioapi.EventExited || d.History[0].Reason == "" || d.History[0].NextStart.IsZero() {
 		t.Errorf("history after a crash %+v", d.History)
 	}
 	// Running again, the crash is history: last_exit, not last_error.
-	running := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	running := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	c.getJSON("/api/agents/abacus", &d)
 	if d.LastError != "" || d.LastExit == "" {
 		t.Errorf("running again (pid %d): last error %q, last exit %q; want the crash in last_exit only", running.PID, d.LastError, d.LastExit)
@@ -435,9 +437,9 @@ func TestConsoleMarksHeld(t *testing.T) {
 // recovered, not as a red session_not_found; an ask that answered nothing
 // as having done nothing; every time with its date and zone.
 func TestPagesShowTruthfulBadges(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	c := newAPIClient(t, s, "")
-	f := &fakeCalls{deleg: s.delegations, calls: s.calls, now: time.Now().Add(-time.Minute)}
+	f := &pageCalls{ob: s.observer, now: time.Now().Add(-time.Minute)}
 	first := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1"})
 	f.end(first, time.Millisecond, "session_not_found", "", nil)
 	retry := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1"})
@@ -486,7 +488,7 @@ func TestPagesShowTruthfulBadges(t *testing.T) {
 // request, not by the timer.
 func TestConsoleActionsDuringBackoff(t *testing.T) {
 	const token = "console-token-0123456789"
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	// Every start of this agent exits 1: it names a toolset that does not
 	// exist.
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
@@ -496,7 +498,7 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 	same := map[string]string{"Origin": "http://" + host, "Sec-Fetch-Site": "same-origin"}
 
 	history := func() string {
-		var d AgentDetail
+		var d studioapi.AgentDetail
 		c.getJSON("/api/agents/broken", &d)
 		var events []string
 		for _, e := range d.History {
@@ -505,11 +507,11 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 		return strings.Join(events, ",")
 	}
 	// waitHistory polls until the history has n entries.
-	waitHistory := func(n int) []ControlEvent {
+	waitHistory := func(n int) []studioapi.ControlEvent {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			h := s.agents["broken"].proc.ctl.History()
+			h := s.agents["broken"].proc.History()
 			if len(h) >= n {
 				return h
 			}
@@ -521,10 +523,10 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 	}
 
 	first := waitHistory(1)
-	if first[0].Event != EventExited || first[0].NextStart.IsZero() {
+	if first[0].Event != studioapi.EventExited || first[0].NextStart.IsZero() {
 		t.Fatalf("after the first exit: %+v", first)
 	}
-	waiting := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateRestarting && a.RetryAt != nil })
+	waiting := waitAgent(t, s, "broken", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRestarting && a.RetryAt != nil })
 
 	// Refused requests stay refused while the agent waits, and change
 	// nothing.
@@ -552,10 +554,10 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 		t.Fatalf("restart during the backoff: %d %s, want 202", code, b)
 	}
 	h := waitHistory(3)
-	if h[1].Event != EventRestarted || h[1].Reason != "try it now" || h[0].Event != EventExited {
+	if h[1].Event != studioapi.EventRestarted || h[1].Reason != "try it now" || h[0].Event != studioapi.EventExited {
 		t.Errorf("history after a restart during the backoff: %+v", h)
 	}
-	again := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateRestarting && a.RetryAt != nil })
+	again := waitAgent(t, s, "broken", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRestarting && a.RetryAt != nil })
 	if again.Restarts != waiting.Restarts+1 {
 		t.Errorf("restarts %d after one restart from %d: the restart was counted twice or not at all", again.Restarts, waiting.Restarts)
 	}
@@ -567,7 +569,7 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 	if code, b := c.do("POST", "/api/agents/broken/stop", `{"reason":"enough"}`, same); code != http.StatusAccepted {
 		t.Fatalf("stop during the backoff: %d %s, want 202", code, b)
 	}
-	stopped := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateStopped })
+	stopped := waitAgent(t, s, "broken", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateStopped })
 	if stopped.RetryAt != nil || stopped.Restarts != again.Restarts-1 {
 		t.Errorf("stopped during the backoff: %+v (retry time kept, or the cancelled restart still counted)", stopped)
 	}
@@ -583,7 +585,42 @@ func TestConsoleActionsDuringBackoff(t *testing.T) {
 		t.Fatalf("start: %d %s", code, b)
 	}
 	h = waitHistory(6)
-	if h[1].Event != EventStarted || h[1].Reason != "once more" || h[0].Event != EventExited {
+	if h[1].Event != studioapi.EventStarted || h[1].Reason != "once more" || h[0].Event != studioapi.EventExited {
 		t.Errorf("history after a start: %+v", h)
 	}
+}
+
+// pageCalls records calls in a studio's records the way its proxy does,
+// without HTTP (observe.Observer.Begin), for tests of what the pages show.
+type pageCalls struct {
+	ob  *observe.Observer
+	now time.Time
+}
+
+// begin starts a tools/call of tool on agent; from and depth describe the
+// chain, runID the chain's run (empty for a client's own call).
+func (f *pageCalls) begin(agent, tool, from string, depth int, runID string, args any) *observe.Recording {
+	f.now = f.now.Add(time.Millisecond)
+	raw, _ := json.Marshal(args)
+	return f.ob.Begin(observe.Call{Agent: agent, Tool: tool, From: from, Depth: depth, RunID: runID, Start: f.now, Args: raw, ArgsDigest: string(raw)})
+}
+
+// end finishes the call after d with kind ("" for success) and result.
+func (f *pageCalls) end(r *observe.Recording, d time.Duration, kind, runID string, result any) {
+	var raw []byte
+	if result != nil {
+		raw, _ = json.Marshal(result)
+	}
+	r.End(d, kind, "", runID, raw)
+}
+
+func askResult(answer, runID string) map[string]any {
+	return map[string]any{
+		"content":           []any{map[string]any{"type": "text", "text": answer}},
+		"structuredContent": map[string]any{"answer": answer, "run_id": runID, "steps": 2},
+	}
+}
+
+func textResult(text string) map[string]any {
+	return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
 }

@@ -9,17 +9,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 // killAndWait SIGKILLs the agent name and waits until its new process runs.
 func killAndWait(t *testing.T, s *Studio, name string) {
 	t.Helper()
-	before := waitAgent(t, s, name, func(a AgentInfo) bool { return a.State == StateRunning })
+	before := waitAgent(t, s, name, func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if err := killPID(before.PID); err != nil {
 		t.Fatal(err)
 	}
-	waitAgent(t, s, name, func(a AgentInfo) bool {
-		return a.State == StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
+	waitAgent(t, s, name, func(a studioapi.AgentInfo) bool {
+		return a.State == studioapi.StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
 	})
 }
 
@@ -29,7 +32,7 @@ func killAndWait(t *testing.T, s *Studio, name string) {
 // after a restart answered (eight at once), and the studio re-established
 // one upstream session for it each time.
 func TestSessionSurvivesAgentRestart(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	cl := mcp.NewClient(&mcp.Implementation{Name: "continuity-test", Version: "0"}, nil)
@@ -70,7 +73,7 @@ func TestSessionSurvivesAgentRestart(t *testing.T) {
 		if cs.ID() != id {
 			t.Fatalf("round %d: the session id changed from %s to %s", round, id, cs.ID())
 		}
-		if kept, renewals := s.agents["abacus"].continuity.kept(); kept != 1 || renewals != round+1 {
+		if kept, renewals := s.agents["abacus"].continuity.Kept(); kept != 1 || renewals != round+1 {
 			t.Fatalf("round %d: continuity keeps %d sessions and renewed %d, want 1 and %d", round, kept, renewals, round+1)
 		}
 	}
@@ -82,7 +85,7 @@ func TestSessionSurvivesAgentRestart(t *testing.T) {
 // spoil it for alice. The answer carries alice's session id, never the
 // upstream one. Her DELETE ends the session for good.
 func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr}
@@ -105,7 +108,7 @@ func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
 			t.Errorf("alice's session presented by %s after the restart: %v, want 404", who, r)
 		}
 	}
-	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 0 {
+	if _, renewals := s.agents["abacus"].continuity.Kept(); renewals != 0 {
 		t.Errorf("another credential's request re-established alice's session (%d renewals)", renewals)
 	}
 	r, err := alice.Call(ctx, sid, 3, "tools/call", map[string]any{"name": "calculate", "arguments": map[string]any{"expression": "2+3"}})
@@ -124,7 +127,7 @@ func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
 	if r, err := alice.Call(ctx, sid, 4, "tools/list", nil); err != nil || r.Status != http.StatusNotFound {
 		t.Errorf("alice's session after her DELETE: %v %v, want 404", r, err)
 	}
-	if kept, _ := s.agents["abacus"].continuity.kept(); kept != 0 {
+	if kept, _ := s.agents["abacus"].continuity.Kept(); kept != 0 {
 		t.Errorf("continuity still keeps %d sessions after the DELETE", kept)
 	}
 }
@@ -133,7 +136,7 @@ func TestContinuityKeepsTheCredentialBinding(t *testing.T) {
 // restarted is told it is ended (the upstream session died with the old
 // process), and the id is gone.
 func TestDeleteAfterRestart(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: &http.Client{Transport: tr}}
@@ -160,7 +163,7 @@ func TestStreamLostInRestart(t *testing.T) {
 	// The agents keep events for resumption (agentserver.EnvResumableStreams;
 	// they inherit the studio's environment).
 	t.Setenv("SWITCHBOARD_RESUMABLE_STREAMS", "1")
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: &http.Client{Transport: tr}}
@@ -191,8 +194,8 @@ func TestStreamLostInRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e := lost.Error(); lost.Status != http.StatusOK || len(lost.Messages) != 1 || lost.Messages[0]["id"] != float64(wantID) || e == nil || e["code"] != float64(codeOutcomeUnknown) {
-			t.Fatalf("resuming %s after the restart: %v, want call %d's error %d", eventID, lost, wantID, codeOutcomeUnknown)
+		if e := lost.Error(); lost.Status != http.StatusOK || len(lost.Messages) != 1 || lost.Messages[0]["id"] != float64(wantID) || e == nil || e["code"] != float64(pool.CodeOutcomeUnknown) {
+			t.Fatalf("resuming %s after the restart: %v, want call %d's error %d", eventID, lost, wantID, pool.CodeOutcomeUnknown)
 		}
 	}
 	first, second := call(7, "1+1"), call(9, "2+2")
@@ -214,7 +217,7 @@ func TestStreamLostInRestart(t *testing.T) {
 	if unknown.Status != http.StatusBadRequest {
 		t.Errorf("resuming an unknown stream: %v, want 400", unknown)
 	}
-	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 1 {
+	if _, renewals := s.agents["abacus"].continuity.Kept(); renewals != 1 {
 		t.Errorf("%d renewals, want 1", renewals)
 	}
 }

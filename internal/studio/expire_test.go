@@ -2,24 +2,27 @@ package studio
 
 import (
 	"bufio"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/agentserver"
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // agentSessions scrapes the sessions gauge of agent name's process.
 func agentSessions(t *testing.T, c *apiClient, s *Studio, name string) int {
 	t.Helper()
-	st := s.agents[name].proc.status()
-	if st.upstream == nil {
+	st := s.agents[name].proc.Status()
+	if st.Upstream == nil {
 		t.Fatalf("agent %s has no address", name)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+st.upstream.Host+"/metrics", nil)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+st.Upstream.Host+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +54,14 @@ func agentSessions(t *testing.T, c *apiClient, s *Studio, name string) int {
 // record. The agent's own idle timeout is its default, 30 minutes, so an
 // agent that holds no session a moment later was told.
 func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
-	const ttl = 2 * time.Second // long enough that a loaded machine sees the session before it expires
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{SessionIdleTTL: ttl})
+	// The proxy's clock is the test's: the session expires when the test
+	// moves the clock past the TTL, not when a loaded machine is slow.
+	const ttl = time.Hour
+	var ahead atomic.Int64 // how far the proxy's clock is ahead of time.Now
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{SessionIdleTTL: ttl, Now: now})
 	c := newAPIClient(t, s, "")
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	if n := agentSessions(t, c, s, "abacus"); n != 0 {
 		t.Fatalf("the agent has %d sessions before any client", n)
 	}
@@ -70,7 +77,15 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Read the initialize result before sending initialized, as a client
+	// does: the session id is in the headers, which go-sdk may send before
+	// it has run initialize, and an initialized that overtakes it ends the
+	// session ("initialized before initialize").
+	_, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the initialize result: %v", err)
+	}
 	session := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || session == "" {
 		t.Fatalf("initialize: %d, session %q", resp.StatusCode, session)
@@ -82,18 +97,18 @@ func TestExpiredBindingClosesTheAgentSession(t *testing.T) {
 	if n := agentSessions(t, c, s, "abacus"); n != 1 {
 		t.Fatalf("the agent has %d sessions with one client session open, want 1", n)
 	}
-	if kept, _ := s.agents["abacus"].continuity.kept(); kept != 1 {
+	if kept, _ := s.agents["abacus"].continuity.Kept(); kept != 1 {
 		t.Fatalf("continuity keeps %d sessions, want 1", kept)
 	}
 
-	// The client goes quiet past the TTL (the condition under test is the
-	// clock itself), then comes back: the binding is gone.
-	<-time.After(2 * ttl)
+	// The client goes quiet past the TTL, then comes back: the binding is
+	// gone.
+	ahead.Store(int64(2 * ttl))
 	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
 	if code, b := c.do("POST", "/api/agents/abacus/mcp", ping, mcpHdr); code != http.StatusNotFound {
 		t.Fatalf("a request on the expired session: %d %s, want 404", code, b)
 	}
-	if kept, _ := s.agents["abacus"].continuity.kept(); kept != 0 {
+	if kept, _ := s.agents["abacus"].continuity.Kept(); kept != 0 {
 		t.Errorf("continuity keeps %d sessions after the binding expired, want 0", kept)
 	}
 	deadline := time.Now().Add(10 * time.Second)

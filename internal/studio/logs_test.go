@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sashabaranov/go-openai"
-
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 )
 
 // keyEchoingModel is an OpenAI-compatible chat endpoint that demands the
@@ -86,7 +86,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	ms := httptest.NewServer(model)
 	t.Cleanup(ms.Close)
 
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	// The coordinator reaches its siblings through the studio, which now
 	// wants the token: the mcp.json people write for that.
 	siblings := `{"mcpServers": {"abacus": {"url": "${SWITCHBOARD_STUDIO_URL:-http://127.0.0.1:54321}/api/agents/abacus/mcp", "headers": {"Authorization": "Bearer ${SWITCHBOARD_TOKEN}"}}}}`
@@ -99,7 +99,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		"OPENAI_BASE_URL=" + ms.URL + "/v1",
 		"OPENAI_MODEL=scripted",
 	}
-	up := mcphttptest.StartProcess(t, dir, env, 60*time.Second, upReady, switchboardBin,
+	up := proctest.StartProcess(t, dir, env, 60*time.Second, upReady, switchboardBin,
 		"up", "--dir", dir, "--listen", "127.0.0.1:0", "--log-format", "json")
 	base := strings.TrimSpace(up.Ready)
 
@@ -202,3 +202,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Logf("studio stderr:\n%s", up.Stderr())
 	}
 }
+
+// upReady is the prefix of `switchboard up`'s ready line (upcmd.ReadyFormat,
+// which this package's tests cannot import: upcmd imports the studio).
+const upReady = "switchboard studio listening on "

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
 // switchboardBin is the real binary, built once: the studio runs agents as
@@ -16,7 +16,7 @@ var (
 	moduleRoot     string
 )
 
-func TestMain(m *testing.M) { mcphttptest.RunTests(m, &switchboardBin, &moduleRoot) }
+func TestMain(m *testing.M) { testbin.Main{Bin: &switchboardBin, Root: &moduleRoot}.Run(m) }
 
 // writeAgent writes agents/<name>/agent.json in dir from a bundled agent's,
 // changed by edit.

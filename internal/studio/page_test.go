@@ -2,18 +2,15 @@ package studio
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
 )
 
 // findChromium returns a headless-capable Chromium, or skips the test when
@@ -31,36 +28,6 @@ func findChromium(t *testing.T) string {
 	}
 	t.Skip("chromium not found: install Debian's chromium package (apt-get install -y chromium) to run the browser test")
 	return ""
-}
-
-// chromium runs headless Chromium on url with extra flags, with its own
-// profile in userDir, and returns its stdout. It runs in a process group of
-// its own, which is killed when it is done, so none of its helper processes
-// outlive the test.
-func chromium(ctx context.Context, bin, userDir, url string, extra ...string) (stdout []byte, err error) {
-	args := []string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-extensions", "--no-first-run", "--no-default-browser-check", "--no-proxy-server",
-		"--user-data-dir=" + userDir,
-	}
-	args = append(append(args, extra...), url)
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	if err != nil {
-		return out.Bytes(), fmt.Errorf("chromium %s: %w\nstderr:\n%s", url, err, tail(stderr.String(), 4000))
-	}
-	return out.Bytes(), nil
 }
 
 func tail(s string, n int) string {
@@ -90,7 +57,7 @@ func tail(s string, n int) string {
 // are saved to docs/ (see docs/OBSERVABILITY.md).
 func TestConsoleInBrowser(t *testing.T) {
 	bin := findChromium(t)
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	s := startStudio(t, dir, nil)
 	b := openBrowser(t, bin, 1280, 900)
 	shots := map[string][]byte{}
@@ -123,7 +90,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Open the run from the list.
 	b.click(`#runs tbody tr[data-run] td.task a`)
-	b.waitFor(`document.body.dataset.page === "run" && document.body.dataset.polls >= 1`, "the run page")
+	b.waitPage("run")
 	if got := b.text("#task"); got != "calculate 17 * 3" {
 		t.Errorf("task %q", got)
 	}
@@ -161,9 +128,9 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The agent page, from the fleet page.
 	b.click(`header a.home`)
-	b.waitFor(`document.body.dataset.page === "fleet"`, "the fleet page")
+	b.waitPage("fleet")
 	b.click(`#agents tr[data-agent="abacus"] a`)
-	b.waitFor(`document.body.dataset.page === "agent" && document.body.dataset.polls >= 1`, "the agent page")
+	b.waitPage("agent")
 	b.eval(`window.__notReloaded = true`, nil)
 	if got := b.text("#agent-state"); got != "running" {
 		t.Errorf("abacus state %q", got)
@@ -186,11 +153,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Restart abacus from its page.
-	pid := s.agents["abacus"].proc.status().pid
+	pid := s.agents["abacus"].proc.Status().PID
 	b.click(`#restart`)
 	b.waitFor(`[...document.querySelectorAll("#history tbody tr.event-restarted")].some(tr => tr.innerText.includes("restart from the agent page"))`, "the restart in the history")
 	b.waitFor(`document.querySelector("#agent-state").innerText === "running" && document.querySelector("#restarts").innerText === "1"`, "abacus running again")
-	if now := s.agents["abacus"].proc.status().pid; now == pid || now == 0 {
+	if now := s.agents["abacus"].proc.Status().PID; now == pid || now == 0 {
 		t.Errorf("pid %d before the restart, %d after", pid, now)
 	}
 	// Stop it, and start it again: each button is there when it can act.

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // recordSynthetic records calls in s the way its proxy does (the same
@@ -22,33 +24,26 @@ func recordSynthetic(s *Studio, prefix string, n, perRun int) {
 	for i := 0; i < n; {
 		runID := fmt.Sprintf("%s%06d", prefix, i)
 		rootArgs, _ := json.Marshal(map[string]string{"task": fmt.Sprintf("task %d: add up the numbers of the quarterly report and convert the total to euros", i)})
-		root := &observation{agent: "oracle", method: "tools/call", tool: "ask", start: start.Add(time.Duration(i) * 100 * time.Millisecond), args: rootArgs}
-		rd := s.delegations.start(root)
-		rc := s.calls.start(rd, root)
+		rootStart := start.Add(time.Duration(i) * 100 * time.Millisecond)
+		root := s.observer.Begin(observe.Call{Agent: "oracle", Tool: "ask", Start: rootStart, Args: rootArgs})
 		i++
 		for j := 1; j < perRun && i < n; j++ {
 			args, _ := json.Marshal(map[string]string{"expression": fmt.Sprintf("%d * %d + 17", i, j)})
-			o := &observation{agent: "abacus", method: "tools/call", tool: "calculate", from: "oracle", depth: 1, runID: runID,
-				start: root.start.Add(time.Duration(j) * time.Millisecond), args: args, argsDigest: fmt.Sprint(i)}
-			d := s.delegations.start(o)
-			c := s.calls.start(d, o)
-			o.duration = 2 * time.Millisecond
+			c := s.observer.Begin(observe.Call{Agent: "abacus", Tool: "calculate", From: "oracle", Depth: 1, RunID: runID,
+				Start: rootStart.Add(time.Duration(j) * time.Millisecond), Args: args, ArgsDigest: fmt.Sprint(i)})
+			kind, message := "", ""
 			if j == 2 && i%7 == 0 {
-				o.kind, o.message = "tool_error", "position 3: unexpected character"
+				kind, message = "tool_error", "position 3: unexpected character"
 			}
 			res, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprintf("= %d", i*j+17)}}})
-			s.delegations.finish(d, o)
-			s.calls.finish(c, o, res)
-			s.series.observe(o)
+			c.End(2*time.Millisecond, kind, message, "", res)
 			i++
 		}
-		root.duration, root.runID = time.Duration(perRun)*3*time.Millisecond, runID
 		res, _ := json.Marshal(map[string]any{
 			"content":           []any{map[string]any{"type": "text", "text": "The total is 1,234.56 EUR."}},
 			"structuredContent": map[string]any{"answer": "The total is 1,234.56 EUR.", "run_id": runID, "steps": 3},
 		})
-		s.delegations.finish(rd, root)
-		s.calls.finish(rc, root, res)
+		root.End(time.Duration(perRun)*3*time.Millisecond, "", "", runID, res)
 	}
 }
 
@@ -58,21 +53,22 @@ func recordSynthetic(s *Studio, prefix string, n, perRun int) {
 // server's time to render, and, in Chromium, the time to first contentful
 // paint. The figures are logged; the test fails only past generous
 // ceilings on the page's weight, which the server-side limits (pageRuns,
-// pageDelegations, maxRunHops) keep far below. The browser's part runs
+// pageDelegations, studioapi.MaxRunHops) keep far below. The browser's part runs
 // when asked for, as the figures in docs/OBSERVABILITY.md were made:
 //
 //	SWITCHBOARD_MEASURE_PAGE=1 go test -count=1 -v -run TestPageWithTenThousandDelegations ./internal/studio
 func TestPageWithTenThousandDelegations(t *testing.T) {
-	empty := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
-	full := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
+	empty := startStudio(t, projecttest.New(t, "abacus"), nil)
+	full := startStudio(t, projecttest.New(t, "abacus"), nil)
 	recordSynthetic(full, "SYNTH", 10000, 4)
 	// And one run of 2,000 hops.
 	recordSynthetic(full, "BIG", 2000, 2000)
-	if n := len(full.calls.ring); n != maxCalls {
-		t.Fatalf("ring %d", n)
+	// 12,000 calls recorded, observe.MaxCalls kept: the oldest runs left.
+	if _, kept := full.observer.Runs.Run("SYNTH000000"); kept {
+		t.Fatalf("the oldest run is still kept after %d later calls", observe.MaxCalls)
 	}
-	var big RunSummary
-	runs, _ := full.calls.Runs(RunFilter{Limit: 1})
+	var big studioapi.RunSummary
+	runs, _ := full.observer.Runs.List(observe.RunFilter{Limit: 1})
 	big = runs[0]
 	if big.Delegations != 1999 {
 		t.Fatalf("the big run has %d delegations", big.Delegations)

@@ -9,7 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -18,7 +19,7 @@ import (
 // nothing was sent) nor 503 (the agent is restarting): the studio holds it
 // until the new process runs and sends it there, where the studio meets the
 // 404 for the old upstream session, re-establishes it and sends the call
-// again (continuity.go). Every call lands exactly once, and the caller's
+// again (proxy/continuity.go). Every call lands exactly once, and the caller's
 // pool never sees the restart: no retry, no re-initialization.
 //
 // Not covered, because nobody can: a request sent in the very instant the
@@ -26,11 +27,11 @@ import (
 // backlog and then reset. That looks exactly like a process dying
 // mid-request, and is reported as outcome unknown.
 func TestRequestsDuringRestartLand(t *testing.T) {
-	dir := mcphttptest.Project(t, "abacus")
+	dir := projecttest.New(t, "abacus")
 	s := startStudio(t, dir, &Options{MinBackoff: 300 * time.Millisecond})
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	p := pool.New(&pool.Options{HTTPClient: &http.Client{Transport: tr}})
+	p := pool.New(&pool.Options{Transport: tr})
 	t.Cleanup(func() { p.Close() })
 	srv := &pool.Server{Name: "abacus", URL: s.AgentURL("abacus"), ProtocolVersion: pool.Protocol20251125} // the session era: sessions are what the studio re-establishes
 	calc := func(ctx context.Context, expr string) (*mcp.CallToolResult, error) {
@@ -43,8 +44,8 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 	}
 
 	for round, when := range []string{"once the agent is dead", "while the agent restarts"} {
-		before := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
-		old := s.agents["abacus"].proc.status().upstream.Host
+		before := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
+		old := s.agents["abacus"].proc.Status().Upstream.Host
 		if err := killPID(before.PID); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		if when == "while the agent restarts" {
-			waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State != StateRunning })
+			waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State != studioapi.StateRunning })
 		}
 		var info pool.CallInfo
 		res, err := calc(pool.WithCallInfo(ctx, &info), "6*7")
@@ -80,7 +81,7 @@ func TestRequestsDuringRestartLand(t *testing.T) {
 			t.Fatalf("%s: agent %+v", when, a)
 		}
 	}
-	if _, renewals := s.agents["abacus"].continuity.kept(); renewals != 2 {
+	if _, renewals := s.agents["abacus"].continuity.Kept(); renewals != 2 {
 		t.Errorf("the studio re-established %d upstream sessions, want 2", renewals)
 	}
 	if st := p.Stats(); st.Reinitializations != 0 || st.Retries != 0 {

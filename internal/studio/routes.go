@@ -12,7 +12,12 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/console"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/proxy"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
 )
 
 // Routing is strict and done by hand on the escaped path: ServeMux would
@@ -21,16 +26,16 @@ import (
 // is a 404.
 //
 //	GET  /healthz                 200 "ok"
-//	GET  /                        the studio page (page.go)
+//	GET  /                        the studio page (package console)
 //	GET  /static/studio.{css,js}  the page's style and script
-//	GET  /metrics                 Prometheus metrics: the studio's and every agent's (metrics.go)
+//	GET  /metrics                 Prometheus metrics: the studio's and every agent's (package fleetmetrics)
 //	GET  /api/agents              the agents, their state and tools
 //	GET  /api/overview            what the page shows: agents, pools, recent delegations
 //	GET  /api/delegations         the most recent tools/calls through the proxy
 //	GET  /api/auth                the sign-in state of the agents' OAuth servers (auth.go)
-//	*    /api/agents/<name>/mcp   the agent's MCP endpoint, proxied
+//	*    /api/agents/<name>/mcp   the agent's MCP endpoint, observed and proxied
 //	     /runs/..., /agents/<name>, /api/runs..., /api/agents/<name>[/action]
-//	                              the console's pages and API (console.go)
+//	                              the console's pages and API (package console)
 //
 // Everything but /healthz passes the same gate: Host and Origin (DNS
 // rebinding), then the bearer token when the studio has one. The page is
@@ -38,9 +43,9 @@ import (
 
 func (s *Studio) routes() http.Handler {
 	api := s.guard(http.HandlerFunc(s.serveAPI))
-	page := s.guard(http.HandlerFunc(s.servePage))
-	static := s.guard(http.HandlerFunc(s.serveStatic))
-	metrics := s.guard(http.HandlerFunc(s.serveMetrics))
+	page := s.guard(http.HandlerFunc(s.console.ServePage))
+	static := s.guard(http.HandlerFunc(s.console.ServeStatic))
+	metrics := s.guard(s.fleet)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.EscapedPath()
 		switch {
@@ -48,14 +53,14 @@ func (s *Studio) routes() http.Handler {
 			io.WriteString(w, "ok\n")
 		case path == "/api" || strings.HasPrefix(path, "/api/"):
 			api.ServeHTTP(w, r)
-		case path == "/" || isConsolePage(path):
+		case path == "/" || console.IsPage(path):
 			page.ServeHTTP(w, r)
 		case strings.HasPrefix(path, "/static/"):
 			static.ServeHTTP(w, r)
 		case path == "/metrics":
 			metrics.ServeHTTP(w, r)
 		default:
-			notFound(w, path)
+			console.NotFound(w, path)
 		}
 	})
 }
@@ -90,18 +95,12 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		serve(w, r)
 	}
-	if s.serveConsoleAPI(w, r, path) {
+	if s.console.ServeAPI(w, r, path) {
 		return
 	}
 	switch path {
 	case "/api/agents":
-		get("lists the agents", s.serveAgents)
-		return
-	case "/api/overview":
-		get("is the studio page's data", s.serveOverview)
-		return
-	case "/api/delegations":
-		get("lists the most recent delegations", s.serveDelegations)
+		get("lists the agents", s.console.ServeAgents)
 		return
 	case "/api/auth":
 		get("is the sign-in state of the agents' OAuth servers", s.serveAuth)
@@ -109,32 +108,31 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	rest, ok := strings.CutPrefix(path, "/api/agents/")
 	if !ok {
-		notFound(w, path)
+		console.NotFound(w, path)
 		return
 	}
 	name, tail, ok := strings.Cut(rest, "/")
-	if !ok || tail != "mcp" || !validName(name) {
-		notFound(w, path)
+	if !ok || tail != "mcp" || !console.ValidName(name) {
+		console.NotFound(w, path)
 		return
 	}
 	m, ok := s.agents[name]
 	if !ok {
-		mcphttp.WriteJSONRPCErrorData(w, http.StatusNotFound, nil, codeServerError,
+		mcphttp.WriteJSONRPCErrorData(w, http.StatusNotFound, nil, proxy.CodeServerError,
 			fmt.Sprintf("unknown agent %q; known agents: %s", name, strings.Join(s.names, ", ")),
 			map[string]any{"agent": name, "known": s.names})
 		return
 	}
-	s.observe(name, w, r, func(w http.ResponseWriter, r *http.Request) {
+	s.observer.Serve(name, w, r, func(w http.ResponseWriter, r *http.Request) {
 		held := time.Now()
-		st := m.proc.awaitRunning(r.Context(), s.opts.RestartWait, "")
-		noteHeld(r.Context(), time.Since(held))
-		if st.state != StateRunning || st.upstream == nil {
+		st := m.proc.AwaitRunning(r.Context(), s.opts.RestartWait, "")
+		observe.NoteHeld(r.Context(), time.Since(held))
+		if st.State != studioapi.StateRunning || st.Upstream == nil {
 			writeDown(w, name, st)
 			return
 		}
-		ctx := context.WithValue(r.Context(), upstreamKey{}, st.upstream)
-		ctx = context.WithValue(ctx, procKey{}, m.proc)
-		m.proxy.ServeHTTP(w, r.WithContext(ctx))
+		ctx := context.WithValue(r.Context(), upstreamKey{}, st.Upstream)
+		m.route.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -144,39 +142,49 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 // session expires, and its 404 prunes the binding.
 const sessionIdleTTL = 31 * time.Minute
 
-// procKey carries the agent to redialTransport.
-type procKey struct{}
-
 // upstreamKey carries the agent's address, read once with its state, to the
 // proxy's Rewrite.
 type upstreamKey struct{}
 
 // agentProxy returns the route to proc's current address.
-func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
-	name := proc.def.Name
-	cont := newContinuity(&redialTransport{base: s.transport, wait: s.opts.RestartWait}, s.opts.SessionIdleTTL, s.logger.With("agent", name))
+func (s *Studio) agentProxy(proc *supervisor.Agent) (*mcphttp.Handler, *proxy.Continuity) {
+	name := proc.Def().Name
+	redial := &proxy.Redial{
+		Base: s.transport,
+		Wait: s.opts.RestartWait,
+		Await: func(ctx context.Context, max time.Duration, gone string) *url.URL {
+			st := proc.AwaitRunning(ctx, max, gone)
+			if st.State != studioapi.StateRunning {
+				return nil
+			}
+			return st.Upstream
+		},
+		Resent: observe.NoteReplayed,
+	}
+	cont := proxy.NewContinuity(redial, s.opts.SessionIdleTTL, s.logger.With("agent", name))
 	// Where an expired session is closed: the agent's current address, if
 	// it has a process (one that restarted has no such session anyway).
-	cont.closeAt = func() *url.URL {
-		if st := proc.status(); st.state == StateRunning {
-			return st.upstream
+	cont.CloseAt = func() *url.URL {
+		if st := proc.Status(); st.State == studioapi.StateRunning {
+			return st.Upstream
 		}
 		return nil
 	}
-	proxy := newProxy(func(r *http.Request) (*url.URL, string) {
+	route := proxy.NewRouted(func(r *http.Request) (*url.URL, string) {
 		u, _ := r.Context().Value(upstreamKey{}).(*url.URL)
 		if u == nil {
 			// Unreachable through serveAPI; fail closed.
 			u = &url.URL{Scheme: "http", Host: "invalid.invalid", Path: "/mcp"}
 		}
 		return u, name
-	}, &ProxyOptions{
-		Transport: cont, // continuity.go: sessions outlive the agent's restarts
+	}, &proxy.Options{
+		Transport: cont, // proxy/continuity.go: sessions outlive the agent's restarts
 		Logger:    s.logger,
 		Middleware: &mcphttp.Options{
 			MaxBodyBytes:   s.opts.MaxBodyBytes,
 			Budget:         s.budget,
 			SessionIdleTTL: s.opts.SessionIdleTTL,
+			Now:            s.opts.Now,
 			// The agent would refuse a call whose chain it cannot read, with
 			// this very text; refused here, the body goes no further than
 			// the parse the studio already made of it.
@@ -188,44 +196,24 @@ func (s *Studio) agentProxy(proc *agentProc) (*mcphttp.Handler, *continuity) {
 
 			// A binding forgotten for idleness ends the session's continuity
 			// and the session at the agent.
-			OnSessionExpired: cont.expire,
+			OnSessionExpired: cont.Expire,
 		},
 	})
-	return proxy, cont
+	return route, cont
 }
 
 // writeDown answers 503 for an agent that is not running, with how long to
 // wait: until its next start, or a second while it is starting.
-func writeDown(w http.ResponseWriter, name string, st agentStatus) {
+func writeDown(w http.ResponseWriter, name string, st supervisor.Status) {
 	retry := time.Second
-	if d := time.Until(st.nextStart); st.state == StateRestarting && d > retry {
+	if d := time.Until(st.NextStart); st.State == studioapi.StateRestarting && d > retry {
 		retry = d
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
-	msg := fmt.Sprintf("agent %s is %s", name, st.state)
-	if st.lastErr != "" {
-		msg += ": " + st.lastErr
+	msg := fmt.Sprintf("agent %s is %s", name, st.State)
+	if st.LastErr != "" {
+		msg += ": " + st.LastErr
 	}
-	mcphttp.WriteJSONRPCErrorData(w, http.StatusServiceUnavailable, nil, codeServerError, msg,
-		map[string]any{"agent": name, "state": st.state, "restarts": st.restarts})
-}
-
-func notFound(w http.ResponseWriter, path string) {
-	mcphttp.WriteJSONError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: agents are at /api/agents/<name>/mcp, the list at /api/agents", path))
-}
-
-// validName accepts what an agent folder name may be; anything else
-// (percent-encoding, dots alone) cannot be an agent.
-func validName(name string) bool {
-	if name == "" || name == "." || name == ".." {
-		return false
-	}
-	for _, c := range name {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
+	mcphttp.WriteJSONRPCErrorData(w, http.StatusServiceUnavailable, nil, proxy.CodeServerError, msg,
+		map[string]any{"agent": name, "state": st.State, "restarts": st.Restarts})
 }

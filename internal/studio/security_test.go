@@ -13,14 +13,16 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // TestSecurity runs the security battery of docs/SECURITY.md against a
 // running studio and the real agent process behind /api/agents/abacus/mcp,
 // then checks that the agent never restarted: no input took it down.
 func TestSecurity(t *testing.T) {
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), nil)
-	before := waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
+	before := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &mcphttptest.Client{URL: s.AgentURL("abacus"), HTTP: &http.Client{Transport: tr}}
@@ -35,7 +37,7 @@ func TestSecurity(t *testing.T) {
 	t.Run("path escapes are 404", func(t *testing.T) { checkPathEscapes(t, s) })
 
 	after := s.Agents()[0]
-	if after.PID != before.PID || after.Restarts != before.Restarts || after.State != StateRunning {
+	if after.PID != before.PID || after.Restarts != before.Restarts || after.State != studioapi.StateRunning {
 		t.Errorf("the agent did not survive the battery: before %+v, after %+v", before, after)
 	}
 }
@@ -117,8 +119,8 @@ func checkPathEscapes(t *testing.T, s *Studio) {
 // routed; the right one is served.
 func TestSecurityToken(t *testing.T) {
 	const token = "correct-horse-battery-staple"
-	s := startStudio(t, mcphttptest.Project(t, "abacus"), &Options{Token: token})
-	waitAgent(t, s, "abacus", func(a AgentInfo) bool { return a.State == StateRunning })
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{Token: token})
+	waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRunning })
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr}

@@ -1,13 +1,10 @@
 // Package studio runs every agent of a project as a supervised child process
-// behind one HTTP endpoint: `switchboard up`. It routes
-// /api/agents/<name>/mcp to each agent's MCP server (proxy.go, routes.go),
-// lists the agents and their tools at /api/agents (agents.go), and restarts
-// an agent that crashes (supervisor.go). What passes through the proxy is
-// observed (observe.go) for the fleet's /metrics (metrics.go), the
-// recent delegations (delegations.go), and the console (console.go): runs
-// with their hops (runs.go), agent pages with their actions (agentpage.go,
-// supervisor_control.go) and charts (timeseries.go), which the pages at /
-// show (page.go).
+// behind one HTTP endpoint: what `switchboard up` (package upcmd) starts.
+// It wires the packages that do the work, one reason to change each:
+// supervisor (the agents' processes), proxy (forwarding to them, across
+// their restarts), observe (what passes through, recorded), fleetmetrics
+// (/metrics) and console (the pages and their API). Its own files are the
+// wiring (studio.go) and the routing with its gate (routes.go).
 package studio
 
 import (
@@ -29,26 +26,17 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-run/switchboard/internal/console"
+	"github.com/switchboard-run/switchboard/internal/fleetmetrics"
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/proxy"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/internal/supervisor"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
-
-// EnvStudioURL is set in every agent's environment to the studio's base URL,
-// so that an agent's tools/mcp.json can reach its siblings through the
-// studio: "url": "${SWITCHBOARD_STUDIO_URL}/api/agents/packrat/mcp".
-const EnvStudioURL = "SWITCHBOARD_STUDIO_URL"
-
-// EnvToken is the environment variable `switchboard up` reads its bearer
-// token from.
-const EnvToken = "SWITCHBOARD_TOKEN"
-
-// DefaultListen is where `switchboard up` listens by default.
-const DefaultListen = "127.0.0.1:54321"
-
-// ReadyFormat is the line `switchboard up` prints on stdout once it serves;
-// the argument is the studio's base URL.
-const ReadyFormat = "switchboard studio listening on %s\n"
 
 // ErrTokenRequired is returned by Start when asked to listen beyond loopback
 // without a token.
@@ -84,7 +72,8 @@ type Options struct {
 	// caller's stale session gets the 404 its pool recovers from) instead of
 	// failing with a 503 that leaves the caller unsure whether anything ran.
 	RestartWait time.Duration
-	// StartTimeout bounds how long an agent may take to listen; default 30s.
+	// StartTimeout bounds how long an agent may take to listen; default
+	// DefaultStartTimeout.
 	StartTimeout time.Duration
 	// StopTimeout is how long an agent gets between SIGTERM and SIGKILL;
 	// default 10s.
@@ -109,13 +98,10 @@ type Options struct {
 	// closes it at its agent; default sessionIdleTTL (31m, longer than
 	// the agents' own idle timeout).
 	SessionIdleTTL time.Duration
+	// Now is the clock by which proxied sessions are idle; default
+	// time.Now. For tests.
+	Now func() time.Time
 }
-
-// giveUpAfter consecutive failed runs give an agent up: it is not
-// restarted again. With the default backoff (250 ms doubling to 30 s)
-// that is about a minute of retries: long enough for a port or a peer to
-// come back, short enough that a broken agent.json is reported as broken.
-const giveUpAfter = 8
 
 // DefaultAgentMaxConcurrent is the default cap on the tools/calls one agent
 // started by the studio runs at once; more wait for a slot (each until its
@@ -123,29 +109,15 @@ const giveUpAfter = 8
 // at once, far above what one person's tools ask of it.
 const DefaultAgentMaxConcurrent = 32
 
-// EnvAgentKey is set in each agent's environment to a key of its own, which
-// the bundled tools/mcp.json sends as HeaderAgentKey: the studio then knows
-// that a delegation came from the agent it started, not only that the
-// chain says so.
-const EnvAgentKey = "SWITCHBOARD_AGENT_KEY"
-
-// HeaderAgentKey carries an agent's key to the studio; the proxy does not
-// forward it.
-const HeaderAgentKey = "X-Switchboard-Agent-Key"
-
-// childWaitDelay bounds how long an agent's exit waits for its output pipes
-// (see exec.Cmd.WaitDelay).
-const childWaitDelay = 2 * time.Second
-
 // maxHeaderBytes bounds a request's header: MCP sends a handful of short
 // headers.
 const maxHeaderBytes = 64 << 10
 
+// DefaultStartTimeout bounds how long an agent may take to listen.
+const DefaultStartTimeout = 30 * time.Second
+
 // shutdownTimeout bounds how long Close waits for proxied requests.
 const shutdownTimeout = 5 * time.Second
-
-// listToolsTimeout bounds one agent's tools/list for /api/agents.
-const listToolsTimeout = 5 * time.Second
 
 // Studio is a running studio. Close it when done.
 type Studio struct {
@@ -160,12 +132,15 @@ type Studio struct {
 	agents    map[string]*managed // fixed after Start
 	names     []string            // sorted; fixed after Start
 
-	metrics     *studioMetrics
-	delegations *delegationLog
-	budget      *mcphttp.Budget       // the whole process's: connections, body bytes, body time
-	tools       map[string]*toolNames // by agent; fixed after Start (labels.go)
-	agentKeys   map[string]string     // agent name by its key; fixed after Start
-	console                           // runs, charts, log tails (console.go)
+	budget    *mcphttp.Budget   // the whole process's: connections, body bytes, body time
+	agentKeys map[string]string // agent name by its key; fixed after Start
+
+	// What the proxy sees, recorded (package observe); the agents' log
+	// lines; the fleet's /metrics; the pages and their API.
+	observer *observe.Observer
+	logs     *observe.Logs
+	fleet    *fleetmetrics.Fleet
+	console  *console.Console
 
 	stop    context.CancelFunc // stops the supervisors
 	wg      sync.WaitGroup     // supervisors and the server
@@ -176,10 +151,10 @@ type Studio struct {
 
 // managed is an agent and its route.
 type managed struct {
-	proc  *agentProc
-	proxy *mcphttp.Handler
+	proc  *supervisor.Agent
+	route *mcphttp.Handler // the agent's MCP route: the proxy behind the mcphttp middleware
 	// continuity keeps the proxy's sessions across the agent's restarts.
-	continuity *continuity
+	continuity *proxy.Continuity
 }
 
 // Start loads every agent under <Dir>/agents, listens, and starts the agents.
@@ -207,7 +182,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	if !mcphttp.IsLoopback(host) && o.Token == "" {
 		// The name resolved somewhere the pre-check could not see.
 		ln.Close()
-		return nil, fmt.Errorf("studio: %w: %s resolved to %s; set %s", ErrTokenRequired, o.Listen, host, EnvToken)
+		return nil, fmt.Errorf("studio: %w: %s resolved to %s; set %s", ErrTokenRequired, o.Listen, host, studioapi.EnvToken)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		// Listening on every interface: agents and local clients reach it
@@ -226,9 +201,9 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	// naming the file.
 	defs, err := agentdef.LoadAllWith(filepath.Join(o.Dir, "agents"), func(k string) (string, bool) {
 		switch {
-		case k == EnvStudioURL:
+		case k == studioapi.EnvStudioURL:
 			return studioURL, true
-		case k == EnvToken && o.Token != "":
+		case k == studioapi.EnvToken && o.Token != "":
 			return o.Token, true
 		}
 		return os.LookupEnv(k)
@@ -243,52 +218,54 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		logger:    o.Logger,
 		url:       studioURL,
 		ln:        ln,
-		transport: newTransport(),
+		transport: proxy.NewTransport(),
 		agents:    make(map[string]*managed),
 		served:    make(chan error, 1),
 		budget:    mcphttp.NewBudget(o.Budget),
-		tools:     make(map[string]*toolNames),
 		agentKeys: make(map[string]string),
 	}
 	keys := make(map[string]string) // by agent name
 	for _, d := range defs {
 		keys[d.Name] = rand.Text()
 		s.agentKeys[keys[d.Name]] = d.Name
-		s.tools[d.Name] = &toolNames{}
 	}
 	s.pool = pool.New(&pool.Options{
-		HTTPClient: &http.Client{Transport: s.transport},
+		Transport:  s.transport,
 		Logger:     o.Logger.With("component", "pool"),
 		ClientInfo: &mcp.Implementation{Name: "switchboard-studio", Version: "0"},
 	})
-	s.delegations = newDelegationLog()
-	s.console = newConsole(o, s.delegations, keys)
-	s.metrics = newStudioMetrics(s)
-	cfg := &supervisorConfig{
-		exe:          o.Executable,
-		studioURL:    s.url,
-		logFormat:    o.LogFormat,
-		env:          o.Env,
-		startTimeout: o.StartTimeout,
-		stopTimeout:  o.StopTimeout,
-		minBackoff:   o.MinBackoff,
-		maxBackoff:   o.MaxBackoff,
-		healthyAfter: o.HealthyAfter,
-		logger:       o.Logger,
-		out:          &syncWriter{w: o.AgentOutput, tap: s.logs.add},
-		agentEnv: func(name string) []string {
-			env := []string{EnvAgentKey + "=" + keys[name]}
+	// What the studio keeps for its pages is scrubbed of the credentials
+	// in the environment, the token and the agents' keys.
+	scrub := newScrubber(o, keys)
+	delegations := observe.NewDelegations()
+	runs := observe.NewRuns(scrub, delegations)
+	s.logs = observe.NewLogs(scrub)
+	cfg := &supervisor.Config{
+		Executable: o.Executable,
+		LogFormat:  o.LogFormat,
+		// The studio's own address last: agents reach their siblings
+		// through it, whatever Env says.
+		Env:          append(slices.Clip(o.Env), studioapi.EnvStudioURL+"="+s.url),
+		StartTimeout: o.StartTimeout,
+		StopTimeout:  o.StopTimeout,
+		MinBackoff:   o.MinBackoff,
+		MaxBackoff:   o.MaxBackoff,
+		HealthyAfter: o.HealthyAfter,
+		Logger:       o.Logger,
+		Output:       supervisor.NewOutput(o.AgentOutput, s.logs.Add),
+		AgentEnv: func(name string) []string {
+			env := []string{studioapi.EnvAgentKey + "=" + keys[name]}
 			if o.Token != "" {
 				// What the bundled tools/mcp.json sends, so that agents
 				// reach their siblings through a studio that requires it.
-				env = append(env, EnvToken+"="+o.Token)
+				env = append(env, studioapi.EnvToken+"="+o.Token)
 			}
 			return env
 		},
-		maxConcurrent: o.AgentMaxConcurrent,
+		MaxConcurrent: o.AgentMaxConcurrent,
 	}
 	for _, d := range defs {
-		cfg.prefixWidth = max(cfg.prefixWidth, len(d.Name))
+		cfg.PrefixWidth = max(cfg.PrefixWidth, len(d.Name))
 	}
 	for _, d := range defs {
 		dir, err := filepath.Abs(d.Dir)
@@ -297,13 +274,13 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 			s.pool.Close()
 			return nil, fmt.Errorf("studio: agent %s: %w", d.Name, err)
 		}
-		proc := newAgentProc(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
-		proxy, cont := s.agentProxy(proc)
-		s.agents[d.Name] = &managed{proc: proc, proxy: proxy, continuity: cont}
+		proc := supervisor.New(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
+		route, cont := s.agentProxy(proc)
+		s.agents[d.Name] = &managed{proc: proc, route: route, continuity: cont}
 		s.names = append(s.names, d.Name)
 	}
 	slices.Sort(s.names)
-	s.series = newSeriesLog(s.names)
+	s.wire(delegations, runs, scrub)
 	if len(defs) == 0 {
 		o.Logger.Warn("no agents found", "dir", filepath.Join(o.Dir, "agents"))
 	}
@@ -329,10 +306,88 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	for _, name := range s.names {
-		s.wg.Go(func() { s.agents[name].proc.run(runCtx) })
+		s.wg.Go(func() { s.agents[name].proc.Run(runCtx) })
 	}
 	o.Logger.Info("studio serving", "url", s.url, "agents", s.names)
 	return s, nil
+}
+
+// wire makes the observer, the fleet's metrics and the console of the
+// agents s runs.
+func (s *Studio) wire(delegations *observe.Delegations, runs *observe.Runs, scrub *logging.Scrubber) {
+	tools := observe.NewTools(s.names, s.listTools)
+	fleet := make([]fleetmetrics.Agent, 0, len(s.names))
+	procs := make(map[string]*supervisor.Agent, len(s.names))
+	for _, name := range s.names {
+		m := s.agents[name]
+		fleet = append(fleet, fleetmetrics.Agent{Name: name, Proc: m.proc, Sessions: m.route.Sessions})
+		procs[name] = m.proc
+	}
+	s.fleet = fleetmetrics.New(&fleetmetrics.Options{
+		Agents:    fleet,
+		Transport: s.transport,
+		PoolStats: s.pool.Stats,
+		Logger:    s.logger,
+	})
+	series := observe.NewSeries(s.names)
+	s.observer = &observe.Observer{
+		Budget:  s.budget,
+		MaxBody: s.opts.MaxBodyBytes,
+		RefusesUnread: func(agent string, r *http.Request) bool {
+			m := s.agents[agent]
+			return m != nil && m.route.RefusesUnread(r)
+		},
+		AgentOfKey:  s.agentKeyOf,
+		Delegations: delegations,
+		Runs:        runs,
+		Series:      series,
+		Metrics:     observe.NewMetrics(s.fleet.Registerer(), tools),
+	}
+	s.console = console.New(&console.Options{
+		URL:         s.url,
+		Names:       s.names,
+		Procs:       procs,
+		Token:       s.opts.Token,
+		Pool:        s.pool,
+		Tools:       tools,
+		Pools:       s.fleet.Pools,
+		Delegations: delegations,
+		Runs:        runs,
+		Series:      series,
+		Logs:        s.logs,
+		Scrub:       scrub,
+		Logger:      s.logger,
+		Auth:        s.AuthState,
+	})
+}
+
+// newScrubber redacts the credentials in the environment (the studio's and
+// the agents'), the token and the agents' keys.
+func newScrubber(o Options, agentKeys map[string]string) *logging.Scrubber {
+	secrets := logging.SecretsFromEnv(append(os.Environ(), o.Env...))
+	if o.Token != "" {
+		secrets = append(secrets, o.Token)
+	}
+	for _, k := range agentKeys {
+		secrets = append(secrets, k)
+	}
+	return logging.NewScrubber(secrets)
+}
+
+// listTools lists agent's tools for the metrics' tool label: through the
+// studio's pool, straight to the agent, never through the studio's own
+// routes.
+func (s *Studio) listTools(ctx context.Context, agent string) ([]string, error) {
+	st := s.agents[agent].proc.Status()
+	if st.State != studioapi.StateRunning || st.Upstream == nil {
+		return nil, fmt.Errorf("agent %s is %s", agent, st.State)
+	}
+	tools, err := s.pool.ListTools(ctx, &pool.Server{Name: agent, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return names, err
 }
 
 func resolve(opts *Options) (Options, error) {
@@ -349,7 +404,7 @@ func resolve(opts *Options) (Options, error) {
 	}
 	o.Dir = dir
 	if o.Listen == "" {
-		o.Listen = DefaultListen
+		o.Listen = studioapi.DefaultListen
 	}
 	if o.Executable == "" {
 		exe, err := os.Executable()
@@ -378,7 +433,7 @@ func resolve(opts *Options) (Options, error) {
 	if o.RestartWait == 0 {
 		o.RestartWait = 10 * time.Second
 	}
-	def(&o.StartTimeout, 30*time.Second)
+	def(&o.StartTimeout, DefaultStartTimeout)
 	def(&o.StopTimeout, 10*time.Second)
 	def(&o.MinBackoff, 250*time.Millisecond)
 	def(&o.MaxBackoff, 30*time.Second)
@@ -411,7 +466,7 @@ func checkExposure(listen, token string) error {
 		shown = "every interface"
 	}
 	return fmt.Errorf("studio: refusing to listen on %s (%s) without a bearer token: %w; set %s (clients then send Authorization: Bearer <token>) or listen on 127.0.0.1",
-		listen, shown, ErrTokenRequired, EnvToken)
+		listen, shown, ErrTokenRequired, studioapi.EnvToken)
 }
 
 // URL is the studio's base URL, e.g. http://127.0.0.1:54321; agents are at
@@ -419,22 +474,26 @@ func checkExposure(listen, token string) error {
 func (s *Studio) URL() string { return s.url }
 
 // AgentURL is the proxied MCP endpoint of agent name.
-func (s *Studio) AgentURL(name string) string { return s.url + "/api/agents/" + name + "/mcp" }
+func (s *Studio) AgentURL(name string) string { return s.console.AgentURL(name) }
 
-// maxBody is the bound of a proxied request body.
-func (s *Studio) maxBody() int64 { return s.opts.MaxBodyBytes }
+// Agents returns every agent's state, sorted by name, without tools: it
+// does no I/O.
+func (s *Studio) Agents() []studioapi.AgentInfo { return s.console.Agents() }
+
+// Delegations returns the most recent tools/calls the proxy forwarded (at
+// most n), newest first.
+func (s *Studio) Delegations(n int) []studioapi.Delegation {
+	return s.observer.Delegations.Recent(n)
+}
 
 // agentKeyOf returns the agent whose key r carries, or "".
 func (s *Studio) agentKeyOf(r *http.Request) string {
-	k := r.Header.Get(HeaderAgentKey)
+	k := r.Header.Get(studioapi.HeaderAgentKey)
 	if k == "" {
 		return ""
 	}
 	return s.agentKeys[k]
 }
-
-// Budget reports the studio's budget use (connections, body bytes).
-func (s *Studio) Budget() mcphttp.BudgetStats { return s.budget.Stats() }
 
 // Handler is the studio's HTTP handler (what it serves on URL).
 func (s *Studio) Handler() http.Handler { return s.handler }
@@ -444,15 +503,15 @@ func (s *Studio) Handler() http.Handler { return s.handler }
 func (s *Studio) WaitReady(ctx context.Context) error {
 	for _, name := range s.names {
 		select {
-		case <-s.agents[name].proc.firstDone:
+		case <-s.agents[name].proc.FirstDone():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	var down []string
 	for _, name := range s.names {
-		if st := s.agents[name].proc.status(); st.state != StateRunning {
-			down = append(down, fmt.Sprintf("%s (%s: %s)", name, st.state, st.lastErr))
+		if st := s.agents[name].proc.Status(); st.State != studioapi.StateRunning {
+			down = append(down, fmt.Sprintf("%s (%s: %s)", name, st.State, st.LastErr))
 		}
 	}
 	if len(down) > 0 {
@@ -480,7 +539,7 @@ func (s *Studio) Close() error {
 		}
 		s.wg.Wait()
 		for _, m := range s.agents {
-			m.continuity.wait() // the DELETEs of expired sessions still going
+			m.continuity.Wait() // the DELETEs of expired sessions still going
 		}
 		if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("studio: serving: %w", err))
@@ -491,3 +550,33 @@ func (s *Studio) Close() error {
 	})
 	return s.closeE
 }
+
+// Restart stops agent name's process and starts it again at once.
+func (s *Studio) Restart(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.Restart(reason)
+}
+
+// Stop stops agent name until StartAgent.
+func (s *Studio) Stop(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.Stop(reason)
+}
+
+// StartAgent starts agent name again after Stop, or after it was given up.
+func (s *Studio) StartAgent(name, reason string) error {
+	m, ok := s.agents[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	return m.proc.Start(reason)
+}
+
+// ErrUnknownAgent names an agent the studio does not run.
+var ErrUnknownAgent = errors.New("unknown agent")

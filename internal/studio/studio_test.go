@@ -13,6 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/proctest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -67,17 +70,17 @@ func get(t *testing.T, url string, hdr map[string]string) (int, http.Header, []b
 	return resp.StatusCode, resp.Header, body
 }
 
-func listAgents(t *testing.T, base string, hdr map[string]string) map[string]AgentInfo {
+func listAgents(t *testing.T, base string, hdr map[string]string) map[string]studioapi.AgentInfo {
 	t.Helper()
 	code, _, body := get(t, base+"/api/agents", hdr)
 	if code != http.StatusOK {
 		t.Fatalf("GET /api/agents: %d %s", code, body)
 	}
-	var list []AgentInfo
+	var list []studioapi.AgentInfo
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatalf("GET /api/agents: %v: %s", err, body)
 	}
-	m := map[string]AgentInfo{}
+	m := map[string]studioapi.AgentInfo{}
 	for _, a := range list {
 		m[a.Name] = a
 	}
@@ -88,7 +91,7 @@ func listAgents(t *testing.T, base string, hdr map[string]string) map[string]Age
 // list, the proxy with a go-sdk client, and a restart after a crash, which
 // a pool through the proxy recovers from on its next call.
 func TestStudioInProcess(t *testing.T) {
-	dir := mcphttptest.Project(t, "abacus", "packrat")
+	dir := projecttest.New(t, "abacus", "packrat")
 	s := startStudio(t, dir, nil)
 	base := s.URL()
 
@@ -102,7 +105,7 @@ func TestStudioInProcess(t *testing.T) {
 		agents := listAgents(t, base, nil)
 		for _, name := range []string{"abacus", "packrat"} {
 			a, ok := agents[name]
-			if !ok || a.State != StateRunning || a.PID == 0 || a.URL != base+"/api/agents/"+name+"/mcp" || a.Description == "" {
+			if !ok || a.State != studioapi.StateRunning || a.PID == 0 || a.URL != base+"/api/agents/"+name+"/mcp" || a.Description == "" {
 				t.Fatalf("agent %s: %+v", name, a)
 			}
 			if !contains(a.Tools, "ask") {
@@ -210,10 +213,10 @@ func TestStudioInProcess(t *testing.T) {
 		if err := killPID(before.PID); err != nil {
 			t.Fatal(err)
 		}
-		after := waitAgent(t, s, "abacus", func(a AgentInfo) bool {
-			return a.State == StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
+		after := waitAgent(t, s, "abacus", func(a studioapi.AgentInfo) bool {
+			return a.State == studioapi.StateRunning && a.PID != before.PID && a.Restarts > before.Restarts
 		})
-		if mcphttptest.Alive(before.PID) {
+		if proctest.Alive(before.PID) {
 			t.Errorf("the killed process %d is still alive", before.PID)
 		}
 		if after.LastExit == "" || after.LastError != "" {
@@ -232,7 +235,7 @@ func TestStudioInProcess(t *testing.T) {
 }
 
 // waitAgent polls the studio until agent name satisfies ok (bounded).
-func waitAgent(t *testing.T, s *Studio, name string, ok func(AgentInfo) bool) AgentInfo {
+func waitAgent(t *testing.T, s *Studio, name string, ok func(studioapi.AgentInfo) bool) studioapi.AgentInfo {
 	t.Helper()
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
@@ -253,13 +256,13 @@ func waitAgent(t *testing.T, s *Studio, name string, ok func(AgentInfo) bool) Ag
 }
 
 func TestAgentDown(t *testing.T) {
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	// An agent whose server refuses to start: it names a toolset that does
 	// not exist, so every start exits 1.
 	writeAgent(t, dir, "abacus", "broken", func(d map[string]any) { d["tools"] = []string{"nope"} })
 	s := startStudio(t, dir, &Options{MinBackoff: time.Minute})
 
-	a := waitAgent(t, s, "broken", func(a AgentInfo) bool { return a.State == StateRestarting })
+	a := waitAgent(t, s, "broken", func(a studioapi.AgentInfo) bool { return a.State == studioapi.StateRestarting })
 	if !strings.Contains(a.LastError, "exited before it was ready") || !strings.Contains(a.LastError, "nope") {
 		t.Errorf("last error %q, want the exit and the agent's own complaint", a.LastError)
 	}
@@ -279,11 +282,11 @@ func TestAgentDown(t *testing.T) {
 }
 
 func TestExposure(t *testing.T) {
-	dir := mcphttptest.Project(t)
+	dir := projecttest.New(t)
 	for _, listen := range []string{"0.0.0.0:0", ":0", "[::]:0", "example.com:0"} {
 		_, err := Start(t.Context(), &Options{Dir: dir, Listen: listen, Executable: switchboardBin})
-		if !errors.Is(err, ErrTokenRequired) || !strings.Contains(err.Error(), EnvToken) {
-			t.Errorf("Listen %s without a token: %v, want ErrTokenRequired naming %s", listen, err, EnvToken)
+		if !errors.Is(err, ErrTokenRequired) || !strings.Contains(err.Error(), studioapi.EnvToken) {
+			t.Errorf("Listen %s without a token: %v, want ErrTokenRequired naming %s", listen, err, studioapi.EnvToken)
 		}
 	}
 
@@ -324,4 +327,4 @@ func toolText(r *mcp.CallToolResult) string {
 	return b.String()
 }
 
-type syncBuf = mcphttptest.SyncBuffer
+type syncBuf = proctest.SyncBuffer

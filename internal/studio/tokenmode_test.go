@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
+	"github.com/switchboard-run/switchboard/internal/projecttest"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // Token mode works out of the box: with a token, the bundled oracle reaches
@@ -15,7 +16,7 @@ import (
 // hop came from oracle itself.
 func TestTokenModeBundledTeam(t *testing.T) {
 	const token = "tok-mode-test-0123456789"
-	s := startStudio(t, mcphttptest.Project(t, "oracle", "abacus"), &Options{Token: token})
+	s := startStudio(t, projecttest.New(t, "oracle", "abacus"), &Options{Token: token})
 	res := callThroughProxy(t, s, token, "oracle", "ask", map[string]any{"task": "calculate 17 * 3"})
 	if res.IsError || !strings.Contains(toolText(res), "51") {
 		t.Fatalf("ask with a token: %s", toolText(res))
@@ -24,8 +25,8 @@ func TestTokenModeBundledTeam(t *testing.T) {
 	for _, d := range s.Delegations(50) {
 		if d.Agent == "abacus" && d.From == "oracle" {
 			seen = true
-			if d.FromSource != FromSourceAgent {
-				t.Errorf("the hop oracle → abacus: from_source %q, want %q", d.FromSource, FromSourceAgent)
+			if d.FromSource != studioapi.FromSourceAgent {
+				t.Errorf("the hop oracle → abacus: from_source %q, want %q", d.FromSource, studioapi.FromSourceAgent)
 			}
 		}
 	}
@@ -37,13 +38,13 @@ func TestTokenModeBundledTeam(t *testing.T) {
 // An agent's mcp.json may name ${SWITCHBOARD_STUDIO_URL} without a default:
 // the studio reads it with its own address, and the agent gets it set.
 func TestStudioURLWithoutDefault(t *testing.T) {
-	dir := mcphttptest.Project(t, "oracle", "abacus")
+	dir := projecttest.New(t, "oracle", "abacus")
 	mcpJSON := `{"mcpServers": {"abacus": {"url": "${SWITCHBOARD_STUDIO_URL}/api/agents/abacus/mcp"}}}`
 	if err := os.WriteFile(filepath.Join(dir, "agents", "oracle", "tools", "mcp.json"), []byte(mcpJSON), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(EnvStudioURL, "") // not the test's environment
-	os.Unsetenv(EnvStudioURL)
+	t.Setenv(studioapi.EnvStudioURL, "") // not the test's environment
+	os.Unsetenv(studioapi.EnvStudioURL)
 	s := startStudio(t, dir, nil)
 	res := callThroughProxy(t, s, "", "oracle", "ask", map[string]any{"task": "calculate 6 * 7"})
 	if res.IsError || !strings.Contains(toolText(res), "42") {

@@ -1,0 +1,163 @@
+// Package proxy forwards MCP Streamable HTTP to an agent and keeps the
+// caller unaware of the agent's restarts: New and NewRouted are the reverse
+// proxy behind the mcphttp middleware (proxy.go); Redial re-sends a request
+// whose connection a dead agent refused to its new process (redial.go);
+// Continuity keeps a client's session, and tells it what became of its
+// streams, across the agent's restarts (continuity.go,
+// continuity_streams.go). What passes through is observed elsewhere
+// (package observe); which agent runs where is the supervisor's.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
+)
+
+// The proxy forwards MCP Streamable HTTP to an agent. Everything it must get
+// right is about not getting in the way:
+//
+//   - SSE responses stream: FlushInterval -1 flushes after every write, so
+//     a progress notification reaches the client when the agent sends it,
+//     not when the tool returns.
+//   - Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID and Authorization
+//     pass through untouched (ReverseProxy forwards every end-to-end header);
+//     the mcphttp middleware in front applies the session rules, and the
+//     agent's own middleware applies them again.
+//   - Origin is checked here and not forwarded: the browser talks to the
+//     studio, and the agent behind it sees a loopback request from the
+//     studio, whose Host is the agent's own address.
+//   - Errors are JSON-RPC error bodies, so an MCP client shows them.
+
+// Options configure New. The zero value of every field means its
+// default.
+type Options struct {
+	// Middleware configures the mcphttp middleware in front of the proxy.
+	Middleware *mcphttp.Options
+	// Transport carries requests upstream; default a loopback-friendly clone
+	// of http.DefaultTransport that ignores proxy environment variables.
+	Transport http.RoundTripper
+	// Logger; default: discard.
+	Logger *slog.Logger
+}
+
+// New returns a handler that forwards MCP Streamable HTTP requests
+// (POST, GET, DELETE) to upstream, the full URL of an MCP endpoint, behind
+// the mcphttp middleware. The studio uses one per agent, with the agent's
+// current address; a test can put it in front of any MCP server.
+func New(upstream *url.URL, opts *Options) http.Handler {
+	return NewRouted(func(*http.Request) (*url.URL, string) { return upstream, upstream.Host }, opts)
+}
+
+// Target returns where a request goes and a name for it in errors.
+type Target func(*http.Request) (target *url.URL, name string)
+
+// NewRouted is New with the upstream chosen per request by target: the
+// studio's route to an agent puts the agent's current address in the
+// request's context, and its target reads it there.
+func NewRouted(target Target, opts *Options) *mcphttp.Handler {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		o.Transport = NewTransport()
+	}
+	logger := o.Logger
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u, _ := target(pr.In)
+			// Not SetURL: it joins paths, and the agent's endpoint is its
+			// own path, whatever the studio's route was.
+			pr.Out.URL.Scheme = u.Scheme
+			pr.Out.URL.Host = u.Host
+			pr.Out.URL.Path = u.Path
+			pr.Out.URL.RawPath = u.RawPath
+			pr.Out.Host = ""
+			pr.Out.Header.Del("Origin")
+			pr.Out.Header.Del(studioapi.HeaderAgentKey) // the studio's to check, nobody else's to see
+		},
+		FlushInterval: -1,
+		Transport:     o.Transport,
+		ErrorLog:      log.New(proxyErrorLog{logger}, "", 0),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			_, name := target(r)
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				// The client went away; nobody is left to answer.
+				return
+			}
+			logger.Warn("proxy: upstream request failed", "agent", name, "method", r.Method, "err", err)
+			// 502: the agent did not answer. A POST that reached it may have
+			// run; a client must not assume otherwise.
+			mcphttp.WriteJSONRPCError(w, http.StatusBadGateway, nil, CodeServerError,
+				fmt.Sprintf("agent %s did not answer: %v", name, err))
+		},
+	}
+	methods := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost, http.MethodGet, http.MethodDelete:
+			rp.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Allow", "GET, POST, DELETE")
+			mcphttp.WriteJSONError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: MCP Streamable HTTP uses GET, POST and DELETE", r.Method))
+		}
+	})
+	mo := &mcphttp.Options{Logger: logger}
+	if o.Middleware != nil {
+		mo = o.Middleware
+	}
+	return mcphttp.New(methods, mo)
+}
+
+// proxyErrorLog receives ReverseProxy's own log lines. The one it writes
+// every time an agent dies mid-response ("httputil: ReverseProxy read error
+// during body copy: unexpected EOF") is an event the studio reports in its
+// own words (the agent's exit, the call's outcome), so it goes to debug;
+// anything else stays a warning.
+type proxyErrorLog struct{ logger *slog.Logger }
+
+func (l proxyErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "read error during body copy") {
+		l.logger.Debug("proxy: an agent's response ended early", "detail", msg)
+	} else {
+		l.logger.Warn("proxy: " + strings.TrimPrefix(msg, "httputil: "))
+	}
+	return len(p), nil
+}
+
+// CodeServerError is JSON-RPC's implementation-defined server error, the
+// code of every error the proxy (and the studio's routes) answer.
+const CodeServerError = -32000
+
+// NewTransport returns the transport the proxy uses to reach agents on
+// loopback: no proxy from the environment, no keep-alive.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // agents are on loopback; HTTP_PROXY must not capture them
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	// No keep-alive to the agents. A request written to an idle connection
+	// whose process has just died fails with a reset that nobody can tell
+	// from the process dying mid-request, so the caller would have to be told
+	// "outcome unknown". On a fresh connection a dead agent refuses the
+	// connect, which proves nothing was sent, and redialTransport sends the
+	// request to the agent's new process. A loopback connect costs far less
+	// than an MCP call.
+	t.DisableKeepAlives = true
+	t.ForceAttemptHTTP2 = false
+	return t
+}

@@ -1,0 +1,297 @@
+// Package studioapi is the studio's HTTP API as data: the JSON bodies of
+// /api/agents, /api/overview, /api/delegations, /api/runs and
+// /api/agents/<name>, the names of the series its /metrics serves, and the
+// environment variables and address by which a client finds a studio.
+//
+// It holds types and constants only, and imports nothing outside the
+// standard library, so that a client of the studio (`switchboard status`,
+// `switchboard ask`) links the studio's words and none of the studio: not
+// its proxy, its supervisor, its page or Prometheus.
+package studioapi
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EnvStudioURL is set in every agent's environment to the studio's base URL,
+// so that an agent's tools/mcp.json can reach its siblings through the
+// studio: "url": "${SWITCHBOARD_STUDIO_URL}/api/agents/packrat/mcp". Clients
+// (`switchboard ask`, `switchboard status`) read it too.
+const EnvStudioURL = "SWITCHBOARD_STUDIO_URL"
+
+// EnvToken is the environment variable `switchboard up` reads its bearer
+// token from, and clients the token they send.
+const EnvToken = "SWITCHBOARD_TOKEN"
+
+// EnvAgentKey is set in each agent's environment to a key of its own, which
+// the bundled tools/mcp.json sends as HeaderAgentKey: the studio then knows
+// that a delegation came from the agent it started, not only that the
+// chain says so.
+const EnvAgentKey = "SWITCHBOARD_AGENT_KEY"
+
+// HeaderAgentKey carries an agent's key to the studio; the proxy does not
+// forward it.
+const HeaderAgentKey = "X-Switchboard-Agent-Key"
+
+// DefaultListen is where `switchboard up` listens by default.
+const DefaultListen = "127.0.0.1:54321"
+
+// State is where an agent's process is in its life.
+type State string
+
+const (
+	StateStarting   State = "starting"   // launched, not listening yet
+	StateRunning    State = "running"    // listening; the proxy routes to it
+	StateRestarting State = "restarting" // exited; waiting out the backoff until its retry time
+	StateGivenUp    State = "given_up"   // failed GiveUpAfter times in a row; not restarted again
+	StateStopped    State = "stopped"    // the studio stopped it
+)
+
+// GiveUpAfter consecutive failed runs give an agent up: it is not
+// restarted again until it is started on request. With the default
+// backoff (250 ms doubling to 30 s) that is about a minute of retries: long
+// enough for a port or a peer to come back, short enough that a broken
+// agent.json is reported as broken.
+const GiveUpAfter = 8
+
+// AgentInfo is one agent as /api/agents shows it.
+type AgentInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	State       State  `json:"state"`
+	Restarts    int    `json:"restarts"`
+	// PID is the agent process's id while it has one.
+	PID int `json:"pid,omitempty"`
+	// URL is the agent's MCP endpoint through the studio.
+	URL string `json:"url"`
+	// Tools are the names of the agent's tools, listed over MCP when it is
+	// running; ToolsError says why they could not be.
+	Tools      []string `json:"tools"`
+	ToolsError string   `json:"tools_error,omitempty"`
+	// LastError says why the agent last exited, and LastErrorAt when,
+	// while it is not running; once it runs again both are empty and
+	// LastExit keeps the reason, as history.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	LastExit    string     `json:"last_exit,omitempty"`
+	// RetryAt is when a restarting agent's next start begins;
+	// ConsecutiveFailures counts its failed runs in a row (it is given up
+	// after GiveUpAfter).
+	RetryAt             *time.Time `json:"retry_at,omitempty"`
+	ConsecutiveFailures int        `json:"consecutive_failures,omitempty"`
+}
+
+// Events of an agent's history.
+const (
+	EventExited    = "exited"    // the agent exited on its own; Reason says how
+	EventRestarted = "restarted" // restarted on request
+	EventStopped   = "stopped"   // stopped on request
+	EventStarted   = "started"   // started again on request after a stop
+)
+
+// ControlEvent is one entry of an agent's history.
+type ControlEvent struct {
+	Time   time.Time `json:"time"`
+	Event  string    `json:"event"`
+	Reason string    `json:"reason,omitempty"`
+	// NextStart is when the supervisor starts it again, after an exit.
+	NextStart time.Time `json:"next_start,omitzero"`
+}
+
+// Delegation is one tools/call through the proxy.
+type Delegation struct {
+	// ID increases with every call, so a poller can tell new ones.
+	ID    int64     `json:"id"`
+	Start time.Time `json:"start"`
+	// Agent and Tool are the callee; From is the delegating agent, from the
+	// call's delegation chain, or empty for a client outside the fleet
+	// (`switchboard ask`).
+	Agent string `json:"agent"`
+	Tool  string `json:"tool"`
+	From  string `json:"from,omitempty"`
+	// FromSource says how the studio knows From: FromSourceAgent when the
+	// call came from the agent process the studio runs under that name
+	// (it carried that agent's key), FromSourceClaimed when only the
+	// chain in the call's _meta says so, which any client can write.
+	FromSource string `json:"from_source,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	// Outcome is "running" until the response ends, then "ok" or an error
+	// kind (see switchboard_agent_request_errors_total).
+	Outcome    string  `json:"outcome"`
+	DurationMS float64 `json:"duration_ms"`
+	// Message is the error's message, when there was one.
+	Message string `json:"message,omitempty"`
+	// Recovery says how the pool recovered this call, or tried to.
+	Recovery string `json:"recovery,omitempty"`
+	TraceID  string `json:"trace_id,omitempty"`
+}
+
+// How From is known.
+const (
+	FromSourceAgent   = "agent"
+	FromSourceClaimed = "claimed"
+)
+
+// Outcomes and recoveries a Delegation shows.
+const (
+	OutcomeRunning = "running"
+
+	RecoveryExpired   = "session expired"                           // a 404, no retry seen (yet)
+	RecoveryRetried   = "session expired; retried on a new session" // a 404 whose retry came
+	RecoveryRetrying  = "retrying on a new session"                 // the retry, running
+	RecoveryRecovered = "recovered: retried on a new session"       // the retry, succeeded
+	RecoveryFailed    = "retried on a new session; failed again"    // the retry, failed
+)
+
+// PoolInfo is one process's MCP session pool, as the page and `switchboard
+// status` show it.
+type PoolInfo struct {
+	Process           string `json:"process"`
+	Open              int64  `json:"open"`
+	InUse             int64  `json:"in_use"`
+	Idle              int64  `json:"idle"`
+	Dials             int64  `json:"dials"`
+	Reinitializations int64  `json:"reinitializations"`
+	Retries           int64  `json:"retries"`
+	Invalidations     int64  `json:"invalidations"`
+	// Keyed calls to servers that advertise idempotency (docs/IDEMPOTENCY.md):
+	// answers replayed from the server's record, keys refused as used for
+	// another call, and calls a crash of the server cut off.
+	Replays     int64 `json:"replays"`
+	Conflicts   int64 `json:"conflicts"`
+	Interrupted int64 `json:"interrupted"`
+	// Protocols counts the live sessions by the MCP version each
+	// negotiated (pool.Stats.Protocols): which era the process speaks to
+	// its servers in.
+	Protocols map[string]int64 `json:"protocols,omitempty"`
+}
+
+// Overview is what the fleet page shows, and GET /api/overview.
+type Overview struct {
+	URL         string       `json:"url"`
+	Time        time.Time    `json:"time"`
+	Agents      []AgentInfo  `json:"agents"`
+	Pools       []PoolInfo   `json:"pools"`
+	Delegations []Delegation `json:"delegations"`
+}
+
+// LogLine is one line an agent wrote.
+type LogLine struct {
+	Time time.Time `json:"time"`
+	Line string    `json:"line"`
+}
+
+// ToolInfo is one tool with its schema.
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// Minute is one point of an agent's charts.
+type Minute struct {
+	Time        time.Time `json:"time"`
+	Calls       int       `json:"calls"`
+	Errors      int       `json:"errors"`
+	Initializes int       `json:"initializes"`
+	Expired     int       `json:"expired"`
+	// P50MS, P95MS and P99MS are upper bounds of the latency histogram's
+	// bucket holding that percentile (within a factor of 1.5); 0 without calls.
+	P50MS float64 `json:"p50_ms"`
+	P95MS float64 `json:"p95_ms"`
+	P99MS float64 `json:"p99_ms"`
+}
+
+// AgentDetail is GET /api/agents/<name>.
+type AgentDetail struct {
+	AgentInfo
+	History     []ControlEvent `json:"history"`
+	ToolSchemas []ToolInfo     `json:"tool_schemas"`
+	Calls       []Delegation   `json:"calls"`
+	Logs        []LogLine      `json:"logs"`
+	Pool        *PoolInfo      `json:"pool,omitempty"`
+	Series      []Minute       `json:"series"`
+}
+
+// CallResult is the answer to POST /api/agents/<name>/call.
+type CallResult struct {
+	Tool    string `json:"tool"`
+	IsError bool   `json:"is_error"`
+	// Text is the result's text content; Result the whole result, redacted.
+	Text   string          `json:"text"`
+	Result json.RawMessage `json:"result"`
+}
+
+// Hop is one call of a run, as the run page shows it.
+type Hop struct {
+	Delegation
+	Depth int `json:"depth"`
+	// OffsetMS is when the call started, from the start of the run.
+	OffsetMS  float64 `json:"offset_ms"`
+	Arguments string  `json:"arguments,omitempty"`
+	Result    string  `json:"result,omitempty"`
+	// Text is the result's text: what the calling model read.
+	Text     string  `json:"text,omitempty"`
+	HeldMS   float64 `json:"held_ms,omitempty"`
+	Replayed bool    `json:"replayed,omitempty"`
+	// Badge and Tone are how the page shows the outcome truthfully: a call
+	// whose session expired but whose retry succeeded is "recovered", not
+	// a failure.
+	Badge string `json:"badge"`
+	Tone  string `json:"tone"`
+}
+
+// RunSummary is one run in the list.
+type RunSummary struct {
+	ID          string    `json:"id"`
+	Task        string    `json:"task,omitempty"`
+	Agent       string    `json:"agent"`
+	Tool        string    `json:"tool"`
+	Start       time.Time `json:"start"`
+	DurationMS  float64   `json:"duration_ms"`
+	Outcome     string    `json:"outcome"`
+	Badge       string    `json:"badge"`
+	Tone        string    `json:"tone"`
+	Delegations int       `json:"delegations"`
+	Failures    int       `json:"failures"`
+	Recovered   int       `json:"recovered"`
+	Steps       int       `json:"steps,omitempty"`
+}
+
+// Run is one run in full, GET /api/runs/<id>.
+type Run struct {
+	RunSummary
+	Answer string `json:"answer,omitempty"`
+	Hops   []Hop  `json:"hops"`
+	// The run has HopsTotal hops; Hops are at most MaxRunHops of them,
+	// from HopsFrom on (?from=).
+	HopsFrom  int `json:"hops_from"`
+	HopsTotal int `json:"hops_total"`
+}
+
+// MaxRunHops bounds the hops one run page shows.
+const MaxRunHops = 200
+
+// RunList is GET /api/runs.
+type RunList struct {
+	Runs []RunSummary `json:"runs"`
+	// Next is the before= of the next page, 0 when this is the last.
+	Next    int64 `json:"next,omitempty"`
+	Version int64 `json:"version"`
+}
+
+// Metric names the studio's /metrics defines (the shared ones, which the
+// agents serve too, are in package telemetry).
+const (
+	MetricRequests        = "switchboard_agent_requests_total"
+	MetricRequestDuration = "switchboard_agent_request_duration_seconds"
+	MetricRequestErrors   = "switchboard_agent_request_errors_total"
+	MetricToolCalls       = "switchboard_tool_calls_total"
+	MetricToolDuration    = "switchboard_tool_call_duration_seconds"
+	MetricAgentUp         = "switchboard_agent_up"
+	MetricAgentState      = "switchboard_agent_state"
+	MetricAgentRestarts   = "switchboard_agent_restarts_total"
+	MetricProxySessions   = "switchboard_proxy_sessions"
+	MetricAgentMetricsUp  = "switchboard_agent_metrics_up"
+)
