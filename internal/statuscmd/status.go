@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -95,6 +96,9 @@ type Status struct {
 	// Auth is the sign-in state of the agents' OAuth servers (GET
 	// /api/auth); never a token.
 	Auth authstate.Report `json:"auth"`
+	// AuthMissing: the studio has no /api/auth (it predates it), so Auth
+	// says nothing.
+	AuthMissing bool `json:"auth_missing,omitempty"`
 }
 
 // AgentCalls is one agent's tools/calls through the studio's proxy.
@@ -130,10 +134,18 @@ func (c *client) get(ctx context.Context, path, accept string) (*http.Response, 
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s%s: %s: %s", c.base, path, resp.Status, strings.TrimSpace(string(body)))
+		return nil, &statusError{url: c.base + path, status: resp.Status, code: resp.StatusCode, body: strings.TrimSpace(string(body))}
 	}
 	return resp, nil
 }
+
+// A statusError is a studio's answer other than 200 to one of our GETs.
+type statusError struct {
+	url, status, body string
+	code              int
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("GET %s: %s: %s", e.url, e.status, e.body) }
 
 func (c *client) status(ctx context.Context) (*Status, error) {
 	resp, err := c.get(ctx, "/api/overview", "application/json")
@@ -147,14 +159,20 @@ func (c *client) status(ctx context.Context) (*Status, error) {
 		return nil, fmt.Errorf("reading %s/api/overview: %w", c.base, err)
 	}
 
-	resp, err = c.get(ctx, "/api/auth", "application/json")
-	if err != nil {
+	// A studio older than the sign-in state has no /api/auth: the rest of
+	// its status is still worth showing, with the section said missing.
+	var se *statusError
+	switch resp, err = c.get(ctx, "/api/auth", "application/json"); {
+	case errors.As(err, &se) && se.code == http.StatusNotFound:
+		st.AuthMissing = true
+	case err != nil:
 		return nil, err
-	}
-	err = json.NewDecoder(resp.Body).Decode(&st.Auth)
-	resp.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s/api/auth: %w", c.base, err)
+	default:
+		err = json.NewDecoder(resp.Body).Decode(&st.Auth)
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s/api/auth: %w", c.base, err)
+		}
 	}
 
 	resp, err = c.get(ctx, "/metrics", "text/plain;version=0.0.4")
@@ -302,7 +320,10 @@ func (st *Status) print(w io.Writer) {
 	}
 	tw.Flush()
 
-	if len(st.Auth.Servers) > 0 {
+	switch {
+	case st.AuthMissing:
+		fmt.Fprintln(w, "\nSIGN-IN\nnot reported: this studio has no /api/auth (it is older than this switchboard)")
+	case len(st.Auth.Servers) > 0:
 		fmt.Fprintln(w, "\nSIGN-IN")
 		authstate.Write(w, st.Auth)
 	}

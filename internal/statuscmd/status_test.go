@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +162,42 @@ func TestQuantile(t *testing.T) {
 		if got := quantile(c.q, c.hs); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
 		}
+	}
+}
+
+// TestStatusOlderStudio: a studio from before /api/auth still gets its
+// status shown, with the sign-in section said missing instead of an error.
+func TestStatusOlderStudio(t *testing.T) {
+	cur := fakeStudio(t, "")
+	u, err := url.Parse(cur.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/auth" {
+			http.NotFound(w, r)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(older.Close)
+	t.Setenv(studioapi.EnvToken, "")
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--studio", older.URL}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"studio http://studio.test: 2 agents, 1 running", "SIGN-IN\nnot reported: this studio has no /api/auth"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := Main(context.Background(), []string{"--studio", older.URL, "--json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errOut.String())
+	}
+	var st Status
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil || !st.AuthMissing || len(st.Auth.Servers) != 0 {
+		t.Fatalf("--json: %v, auth_missing %v, %+v", err, st.AuthMissing, st.Auth)
 	}
 }
