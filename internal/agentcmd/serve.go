@@ -44,13 +44,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	logFormat := fs.String("log-format", "text", "log format on stderr: "+logging.Formats)
 	maxConcurrent := fs.Int("max-concurrent", 0, "tools/call requests run at once; more wait, each until its caller's deadline (0: no cap)")
 	modelTimeout := fs.Duration("model-timeout", 0, "deadline of each model request (default $"+runtime.EnvModelTimeout+", else "+runtime.DefaultModelTimeout.String()+")")
-	if cli.HelpRequested(args) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return 0
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := cli.Parse(fs, args, stdout, true); !ok {
+		return code
 	}
 	var bad string
 	switch {

@@ -58,17 +58,8 @@ exit status:
 `)
 		fs.PrintDefaults()
 	}
-	if cli.HelpRequested(args) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return 0
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "switchboard client: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := cli.Parse(fs, args, stdout, false); !ok {
+		return code
 	}
 	if *inFlight < 1 {
 		fmt.Fprintf(stderr, "switchboard client: --max-in-flight must be at least 1, got %d\n", *inFlight)

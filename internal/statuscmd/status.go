@@ -51,17 +51,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintln(fs.Output(), "usage: switchboard status [--studio URL] [--json]\n       switchboard status --auth [--config tools/mcp.json] [--json]\n\nPrints a running studio's agents, pools, call counts and recent delegations;\nwith --auth, the sign-in state of each HTTP server (switchboard login).\nSends $"+studioapi.EnvToken+" as the bearer token when it is set.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if cli.HelpRequested(args) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return 0
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "switchboard status: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := cli.Parse(fs, args, stdout, false); !ok {
+		return code
 	}
 	if *authOnly {
 		return authStatus(*config, *asJSON, stdout, stderr)

@@ -50,18 +50,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprint(fs.Output(), upUsage)
 		fs.PrintDefaults()
 	}
-	if cli.HelpRequested(args) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return 0
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "switchboard up: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if code, ok := cli.Parse(fs, args, stdout, false); !ok {
+		return code
 	}
 	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)
 	if err != nil {
