@@ -1,7 +1,6 @@
 package authstate_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -81,7 +80,7 @@ func TestStudioShowsSignIn(t *testing.T) {
 		t.Fatalf("before login: %+v\nstatus:\n%s\npage has the sentence: %v", s, status, strings.Contains(page, "switchboard login remote"))
 	}
 
-	login(t, ctx, bin, env, mcpJSON)
+	oauthtest.Login(t, ctx, bin, append(os.Environ(), env...), mcpJSON, "remote", "alice")
 	s, status, page = show()
 	if s.State != authstate.SignedIn || !slices.Contains(s.Scopes, "notes") || s.Issuer != as.AS.URL || s.Expires == nil || !s.Refreshable {
 		t.Fatalf("after login: %+v", s)
@@ -128,41 +127,4 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
 	}
 	return string(body)
-}
-
-// login runs `switchboard login` and plays the browser on the URL it
-// prints.
-func login(t *testing.T, ctx context.Context, bin string, env []string, config string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, "login", "--config", config, "remote")
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		out.WriteString(line + "\n")
-		if strings.HasPrefix(line, "http") && strings.Contains(line, "/authorize?") {
-			_, _, back, err := oauthtest.FollowAuthorize(ctx, line, "alice")
-			if err != nil {
-				t.Fatalf("following the printed URL: %v", err)
-			}
-			resp, err := http.Get(back)
-			if err != nil {
-				t.Fatalf("back to the loopback redirect: %v", err)
-			}
-			resp.Body.Close()
-		}
-	}
-	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "Signed in to remote") {
-		t.Fatalf("switchboard login: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
-	}
 }

@@ -1,9 +1,7 @@
 package logincmd
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,37 +29,7 @@ func TestBinaryLoginThenClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	login := exec.CommandContext(ctx, bin, "login", "--config", cfg, "remote")
-	login.Env = env
-	stdout, err := login.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	login.Stderr = &stderr
-	if err := login.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		out.WriteString(line + "\n")
-		if strings.HasPrefix(line, "http") && strings.Contains(line, "/authorize?") {
-			_, _, back, err := oauthtest.FollowAuthorize(ctx, line, "carol")
-			if err != nil {
-				t.Fatalf("following the printed URL: %v", err)
-			}
-			resp, err := http.Get(back)
-			if err != nil {
-				t.Fatalf("back to the loopback redirect: %v", err)
-			}
-			resp.Body.Close()
-		}
-	}
-	if err := login.Wait(); err != nil || !strings.Contains(out.String(), "Signed in to remote") {
-		t.Fatalf("switchboard login: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
-	}
+	oauthtest.Login(t, ctx, bin, env, cfg, "remote", "carol")
 
 	client := exec.CommandContext(ctx, bin, "client", "--config", cfg)
 	client.Env = env
