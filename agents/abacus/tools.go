@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
 	"strings"
+
+	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"

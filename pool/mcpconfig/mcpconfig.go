@@ -50,7 +50,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/switchboard-run/switchboard/internal/strictjson"
 	"io/fs"
 	"net/url"
 	"os"
@@ -60,6 +59,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/strictjson"
 
 	"github.com/switchboard-run/switchboard/pool"
 )
