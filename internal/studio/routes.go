@@ -149,8 +149,12 @@ type upstreamKey struct{}
 // agentProxy returns the route to proc's current address.
 func (s *Studio) agentProxy(proc *supervisor.Agent) (*mcphttp.Handler, *proxy.Continuity) {
 	name := proc.Def().Name
+	var base http.RoundTripper = s.transport
+	if s.opts.wrapUpstream != nil {
+		base = s.opts.wrapUpstream(base)
+	}
 	redial := &proxy.Redial{
-		Base: s.transport,
+		Base: base,
 		Wait: s.opts.RestartWait,
 		Await: func(ctx context.Context, max time.Duration, gone string) *url.URL {
 			st := proc.AwaitRunning(ctx, max, gone)

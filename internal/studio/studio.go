@@ -101,6 +101,11 @@ type Options struct {
 	// Now is the clock by which proxied sessions are idle; default
 	// time.Now. For tests.
 	Now func() time.Time
+
+	// wrapUpstream, when set, wraps what carries proxied requests to the
+	// agents: a test in this package sees there what reached an agent
+	// (and with which credentials) after the studio's checks.
+	wrapUpstream func(http.RoundTripper) http.RoundTripper
 }
 
 // DefaultAgentMaxConcurrent is the default cap on the tools/calls one agent
