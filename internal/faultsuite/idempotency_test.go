@@ -487,48 +487,61 @@ func idemSIGKILLUnderLoad(t *testing.T, rig *idemRig, p profile) Row {
 	pl := rig.newPool(t)
 	calls := p.killCalls / 2
 	ty := newIdemTally(fmt.Sprintf("agent process killed with SIGKILL under load (%d store_note calls, up to %d in flight, %d kills)", calls, p.killConcurrency, p.kills), viaIdem)
-	type result struct {
-		id   string
-		res  *mcp.CallToolResult
-		info *pool.CallInfo
-		err  error
-	}
-	results := make(chan result, calls)
-	sem := make(chan struct{}, p.killConcurrency)
-	var wg sync.WaitGroup
-	killAt := map[int]bool{}
-	for k := 1; k <= p.kills; k++ {
-		killAt[k*calls/(p.kills+1)] = true
-	}
 	lastPID := 0
-	for i := range calls {
-		if killAt[i] {
-			info := rig.agent(t, "packrat", lastPID)
-			if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			lastPID = info.PID
+	results := storeNotesUnderFaults(t, pl, rig.server("packrat"), "load", calls, p.killConcurrency, p.kills, func() {
+		info := rig.agent(t, "packrat", lastPID)
+		if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			id := fmt.Sprintf("load-%d", i)
-			info := &pool.CallInfo{}
-			res, err := pl.CallTool(pool.WithCallInfo(ctxTimeout(t, 60*time.Second), info), rig.server("packrat"),
-				&mcp.CallToolParams{Name: "store_note", Arguments: map[string]any{"text": "note " + id, "tags": []string{id}}})
-			results <- result{id, res, info, err}
-		}()
-	}
-	wg.Wait()
-	close(results)
+		lastPID = info.PID
+	})
 	rig.agent(t, "packrat", lastPID)
-	for r := range results {
+	for _, r := range results {
 		ty.add(t, r.id, r.res, r.info, r.err, rig.notes(t, pl, r.id))
 	}
 	st := pl.Stats()
 	return ty.finish(t, st, fmt.Sprintf("the calls cut off by each kill were sent again with their keys (%d keyed resends) once the studio had restarted packrat; %s of a note already committed, the others ran for the first time; no outcome_unknown, one note per call", st.KeyedRetries, plural(ty.replays, "came back as a replay", "came back as replays")))
+}
+
+// A burstCall is one store_note call of storeNotesUnderFaults: its tag,
+// what the pool returned, and how it got there.
+type burstCall struct {
+	id   string
+	res  *mcp.CallToolResult
+	info *pool.CallInfo
+	err  error
+}
+
+// storeNotesUnderFaults sends calls store_note calls to srv through pl, at
+// most conc in flight, call i tagged prefix-i, and runs fault before the
+// calls at faults evenly spaced points of the burst, so that each fault
+// lands with calls in flight. It returns when every call has returned.
+func storeNotesUnderFaults(t *testing.T, pl *pool.Pool, srv *pool.Server, prefix string, calls, conc, faults int, fault func()) []burstCall {
+	faultAt := map[int]bool{}
+	for k := 1; k <= faults; k++ {
+		faultAt[k*calls/(faults+1)] = true
+	}
+	results := make([]burstCall, calls)
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for i := range calls {
+		if faultAt[i] {
+			fault()
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			info := &pool.CallInfo{}
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			res, err := pl.CallTool(pool.WithCallInfo(ctx, info), srv,
+				&mcp.CallToolParams{Name: "store_note", Arguments: map[string]any{"text": "note " + id, "tags": []string{id}}})
+			results[i] = burstCall{id, res, info, err}
+		})
+	}
+	wg.Wait()
+	return results
 }
 
 // killProxy forwards to the studio, and for a planned call (matched by a

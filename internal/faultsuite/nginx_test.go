@@ -3,7 +3,6 @@ package faultsuite
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,13 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"text/template"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/peertest"
 	"github.com/switchboard-run/switchboard/internal/pooltest"
@@ -177,52 +173,24 @@ func TestIdempotencyBehindNginx(t *testing.T) {
 	calls, restarts := p.killCalls/2, p.kills
 	ty := newIdemTally(fmt.Sprintf("nginx between the pool and the agent, agent process restarted under load (%d store_note calls, up to %d in flight, %d restarts)", calls, p.killConcurrency, restarts),
 		"pool → nginx → agent process (idempotency on both ends)")
-	type result struct {
-		id   string
-		res  *mcp.CallToolResult
-		info *pool.CallInfo
-		err  error
-	}
-	results := make(chan result, calls)
-	sem := make(chan struct{}, p.killConcurrency)
-	var wg sync.WaitGroup
-	restartAt := map[int]bool{}
-	for k := 1; k <= restarts; k++ {
-		restartAt[k*calls/(restarts+1)] = true
-	}
-	for i := range calls {
-		if restartAt[i] {
-			// The restart as a process manager does it: the old process
-			// dies with calls in flight, a new one starts on the same
-			// address and data, at once.
-			if err := agent.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := agent.Wait(30 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			agent = serve()
+	results := storeNotesUnderFaults(t, pl, srv, "nginx", calls, p.killConcurrency, restarts, func() {
+		// The restart as a process manager does it: the old process dies
+		// with calls in flight, a new one starts on the same address and
+		// data, at once.
+		if err := agent.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			id := fmt.Sprintf("nginx-%d", i)
-			info := &pool.CallInfo{}
-			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-			defer cancel()
-			res, err := pl.CallTool(pool.WithCallInfo(ctx, info), srv,
-				&mcp.CallToolParams{Name: "store_note", Arguments: map[string]any{"text": "note " + id, "tags": []string{id}}})
-			results <- result{id, res, info, err}
-		})
-	}
-	wg.Wait()
-	close(results)
+		if _, err := agent.Wait(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		agent = serve()
+	})
 	st := pl.Stats()
 
 	// Count the notes under each call's tag with a pool of its own, so
 	// that the row's stats are the load's alone.
 	counter := pooltest.New(t, &pool.Options{IdleTimeout: -1})
-	for r := range results {
+	for _, r := range results {
 		ty.add(t, r.id, r.res, r.info, r.err, countNotes(t, counter, srv, r.id))
 	}
 
