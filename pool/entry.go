@@ -13,9 +13,15 @@ import (
 type entryState int
 
 const (
-	stateLive     entryState = iota // in the map; handed to callers
-	stateDraining                   // out of the map; closed when its last user releases it
-	stateClosed                     // out of the map; close started
+	// stateDialing is a new entry's state until its dial installs it: it is
+	// in no map, has no session yet (cs is nil), holds no count on
+	// Pool.bg, and nothing may close it. A 404 seen while dialing (the
+	// server forgot the session between initialize and initialized, or a
+	// balancer sent them to different replicas) only marks it forgotten.
+	stateDialing  entryState = iota
+	stateLive                // in the map; handed to callers
+	stateDraining            // out of the map; closed when its last user releases it
+	stateClosed              // out of the map; close started
 )
 
 // An entry is one pooled session.
@@ -31,6 +37,10 @@ type entry struct {
 	protocol string
 
 	dialing atomic.Bool // set until Connect returns; see errStaleInitialize
+	// forgotten is set when a request carrying the session id was answered
+	// 404 while the entry was still stateDialing: the handshake's session
+	// is gone, so the dial fails (see errForgottenInDial).
+	forgotten atomic.Bool
 
 	// abortCtx is cancelled when a close overruns Options.CloseTimeout; every
 	// HTTP request of the entry is tied to it.

@@ -215,6 +215,12 @@ const sessionIDHeader = "Mcp-Session-Id"
 // the protocol pinned, so initialize goes out on a fresh connection.
 var errStaleInitialize = errors.New("refusing to send initialize carrying an Mcp-Session-Id")
 
+// errForgottenInDial fails a dial during which a request carrying the new
+// session id was answered 404: the server (or the replica a balancer chose)
+// no longer knew the session before the handshake was over. The pool dials
+// once more; only the handshake ran, so nothing is sent twice.
+var errForgottenInDial = errors.New("the server forgot the session during its handshake (404 on a request carrying the new session id)")
+
 // recorder is the http.RoundTripper of one pool entry. It adds the server's
 // configured headers, records per-request evidence on the call's probe, tells
 // the entry when any request carrying its session id is answered 404, and

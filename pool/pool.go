@@ -602,6 +602,13 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 		// sent on its fallback initialize. Dial afresh with the era pinned.
 		e, err = p.connect(ctx, &srv, k, gen, Protocol20251125)
 	}
+	if errors.Is(err, errForgottenInDial) {
+		// The session was gone before the handshake ended: an idle timeout
+		// shorter than the handshake, or initialize and initialized sent
+		// to two replicas. Nothing but the handshake ran on it, so one
+		// more dial is safe; a second such failure is the answer.
+		e, err = p.connect(ctx, &srv, k, gen, version)
+	}
 	stop()
 	cancel()
 	if err == nil && srv.ProtocolVersion != "" {
@@ -651,6 +658,11 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 		p.mu.Unlock()
 		panic("pool: a dial found its key's slot taken")
 	}
+	// From here on a 404 invalidates the entry as any live one; one seen
+	// between Connect's return and now was only marked, so it is honoured
+	// once the entry is installed (below, outside the lock).
+	e.state = stateLive
+	forgotten := e.forgotten.Load()
 	ks := p.keyStateLocked(k)
 	if res := e.cs.InitializeResult(); res != nil && srv.ProtocolVersion == "" {
 		ks.era = res.ProtocolVersion
@@ -678,6 +690,9 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 
 	if watched {
 		go p.watch(e)
+	}
+	if forgotten {
+		p.invalidate(e, reasonExpired)
 	}
 	p.log.DebugContext(ctx, "session established", "server", srv.Name, "generation", gen, "session", e.cs.ID(), "reinitialization", reinit)
 	endSpan(span, nil)
@@ -720,6 +735,12 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e.dialing.Store(true)
 	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	e.dialing.Store(false)
+	if err == nil && e.forgotten.Load() {
+		cs.Close()
+		err = errForgottenInDial
+	} else if err != nil && e.forgotten.Load() {
+		err = fmt.Errorf("%w: %w", errForgottenInDial, err)
+	}
 	if err != nil {
 		e.abort()
 		if e.proc != nil {
@@ -792,6 +813,12 @@ func (p *Pool) release(e *entry, a *attempt) {
 // never a transport closed under them.
 func (p *Pool) invalidate(e *entry, reason string) {
 	p.mu.Lock()
+	if e.state == stateDialing {
+		// Not installed, so not ours to close: its dial sees the mark.
+		e.forgotten.Store(true)
+		p.mu.Unlock()
+		return
+	}
 	if e.state != stateLive {
 		p.mu.Unlock()
 		return
