@@ -9,7 +9,7 @@ package pool
 // or a fresh one) and stable across every attempt; and a failure that would
 // otherwise be outcome_unknown (or a transport failure, or a still-running
 // answer) is sent again with the same key, at most maxKeyedAttempts times in
-// all, with backoff, within the caller's deadline. The second send either
+// all and within keyedWindow, with backoff, within the caller's deadline. The second send either
 // runs the call for the first time or returns the first run's result marked
 // as a replay; CallInfo says which.
 //
@@ -31,10 +31,18 @@ import (
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 )
 
-// maxKeyedAttempts bounds the sends of one keyed call. The key makes every
-// send safe; the bound keeps a server that fails every time from holding
-// the caller until its deadline.
-const maxKeyedAttempts = 4
+// maxKeyedAttempts and keyedWindow bound the sends of one keyed call. The
+// key makes every send safe, so the bound is about time, not risk: long
+// enough to outlast a restart of the server behind a proxy (a new process
+// that takes seconds to listen on a loaded machine; with four sends, about
+// 0.35 s of backoff, one call of 200 ran out of sends while nginx answered
+// 502), short enough that a server failing every time does not hold the
+// caller until its own deadline. No send starts once keyedWindow has passed
+// since the first failure.
+const (
+	maxKeyedAttempts = 12
+	keyedWindow      = 20 * time.Second
+)
 
 // Backoff between keyed attempts: keyedBackoff doubled per attempt, capped
 // at keyedBackoffMax, with jitter of up to half, so callers cut off by one
@@ -103,6 +111,7 @@ type keyedCall struct {
 	key     string // the idempotency key; made on first use
 	sent    bool   // sent with the key at least once
 	attempt int
+	failed  time.Time // the first failure; see keyedWindow
 }
 
 func (p *Pool) newKeyedCall(ctx context.Context, srv *Server) *keyedCall {
@@ -177,6 +186,12 @@ func (c *keyedCall) again(ctx context.Context, err error) bool {
 	d := min(keyedBackoff<<(c.attempt-1), keyedBackoffMax)
 	d = d/2 + rand.N(d/2+1)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	now := time.Now()
+	if c.failed.IsZero() {
+		c.failed = now
+	} else if now.Add(d).Sub(c.failed) > keyedWindow {
 		return false
 	}
 	t := time.NewTimer(d)
