@@ -168,12 +168,49 @@ func FromMetaJSON(raw json.RawMessage) (Chain, error) {
 		testHookEntries(0)
 		return Chain{}, fmt.Errorf("%w: _meta %q of %d bytes (at most %d)", ErrMalformed, MetaKey, len(raw), MaxChainBytes)
 	}
+	if n := openings(raw); n > maxChainOpenings {
+		// Within the byte bound a text can still hold hundreds of values
+		// (["a","a",…] or [[[[…]]]]), each an allocation when decoded:
+		// more than a chain can have is refused before decoding.
+		testHookEntries(0)
+		return Chain{}, fmt.Errorf("%w: _meta %q holds %d values or more (a chain has at most %d agents)", ErrMalformed, MetaKey, n, MaxChainDepth)
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return Chain{}, fmt.Errorf("%w: _meta %q: %w", ErrMalformed, MetaKey, err)
 	}
 	c, _, err := FromMeta(map[string]any{MetaKey: v})
 	return c, err
+}
+
+// maxChainOpenings is the most openings (see openings) a chain's text has:
+// its object and agents array, a comma between its three members, and one
+// between each two of MaxChainDepth agents.
+const maxChainOpenings = 2 + 2 + MaxChainDepth - 1
+
+// openings counts the commas, brackets and braces of JSON text outside its
+// strings: one less than the values it holds, give or take its nesting. It
+// reads the text once and allocates nothing.
+func openings(raw []byte) int {
+	n, inString, escaped := 0, false, false
+	for _, b := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch b {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == ',' || b == '[' || b == '{':
+			n++
+		}
+	}
+	return n
 }
 
 // RefuseUnreadable is the refusal of a tools/call to agent whose chain
