@@ -83,7 +83,9 @@ func poolCap(t *testing.T, p profile) Limit {
 			t.Errorf("waiter %d ran %d times", i, n)
 		}
 	}
-	if d := time.Duration(slowest.Load()); d > deadline+2*time.Second {
+	// Generous: it shows the deadline ended the wait, not how fast a loaded
+	// machine is (a wait that ignored it would hold wg.Wait above for ever).
+	if d := time.Duration(slowest.Load()); d > deadline+30*time.Second {
 		t.Errorf("the slowest waiter took %v with a %v deadline", d, deadline)
 	}
 	for i := range p.poolCap {

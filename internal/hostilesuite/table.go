@@ -93,8 +93,8 @@ func (r *Row) Violations() []string {
 	if c := r.CPUPerHostile(); c > CPUPerRequest {
 		v = append(v, fmt.Sprintf("CPU per hostile request %v > %v", c, CPUPerRequest))
 	}
-	if limit := LatencyFactor * max(r.BaseP99, LatencyFloor); r.LegitP99 > limit {
-		v = append(v, fmt.Sprintf("legitimate p99 %v > %d × max(%v, %v)", r.LegitP99, LatencyFactor, r.BaseP99, LatencyFloor))
+	if lv := r.latencyViolation(); lv != "" {
+		v = append(v, lv)
 	}
 	if r.LegitFailed > 0 {
 		v = append(v, fmt.Sprintf("%d of %d legitimate calls failed", r.LegitFailed, r.LegitCalls))
@@ -103,6 +103,14 @@ func (r *Row) Violations() []string {
 		v = append(v, fmt.Sprintf("%d planted secrets in the output", r.Secrets))
 	}
 	return v
+}
+
+// latencyViolation says how r crosses the latency ceiling, or "".
+func (r *Row) latencyViolation() string {
+	if limit := LatencyFactor * max(r.BaseP99, LatencyFloor); r.LegitP99 > limit {
+		return fmt.Sprintf("legitimate p99 %v > %d × max(%v, %v)", r.LegitP99, LatencyFactor, r.BaseP99, LatencyFloor)
+	}
+	return ""
 }
 
 // onlyLatency reports whether the latency ceiling is the only one r
