@@ -20,9 +20,6 @@ import (
 // proxy outlives a crash of the agent behind it: its next call
 // re-initializes and succeeds.
 func TestClientRecoversAfterRestart(t *testing.T) {
-	if out, _ := exec.Command(switchboardBin, "client").CombinedOutput(); strings.Contains(string(out), "not implemented yet") {
-		t.Skip("switchboard client is not implemented yet")
-	}
 	dir := projecttest.New(t, "abacus")
 	s := startStudio(t, dir, nil)
 	config := filepath.Join(t.TempDir(), "mcp.json")

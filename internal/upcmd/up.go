@@ -22,7 +22,7 @@ import (
 
 const upUsage = `usage: switchboard up [flags]
 
-studioapi.Run the studio: every agent under --dir/agents as a child process (its own
+Run the studio: every agent under --dir/agents as a child process (its own
 ` + "`agent serve`" + `), supervised and restarted with backoff, behind one proxy at
 /api/agents/NAME/mcp, with the page at / and /metrics. Prints
 "switchboard studio listening on URL" once the agents have had their first

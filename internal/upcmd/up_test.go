@@ -177,3 +177,16 @@ func toolText(r *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// TestUpHelp: the usage reads as a sentence (it began "studioapi.Run the
+// studio", a rename's leftover), goes to stdout and exits 0.
+func TestUpHelp(t *testing.T) {
+	var stdout, stderr strings.Builder
+	if code := Main(t.Context(), []string{"--help"}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("up --help exited %d: %s", code, stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	if !strings.Contains(out, "usage: switchboard up [flags]\n\nRun the studio: every agent") || strings.Contains(out, "studioapi.") {
+		t.Fatalf("up --help:\n%s", out)
+	}
+}
