@@ -41,7 +41,9 @@
 // every delegation succeeding) and [Result.Delegations]. Run returns an
 // error only when the turn itself could not go on: the model settings are
 // incomplete ([ErrNoModel]), the chat API failed ([ErrModel], with
-// [ErrModelTimeout] for a request that got no answer in time), the model
+// [ErrModelTimeout] for a request that got no answer in time; a failure
+// that passes, such as a 429, a 5xx or a reset connection, is first sent
+// again up to [Options.MaxRetries] times, see [DefaultMaxRetries]), the model
 // kept calling tools for max_steps completions ([ErrStepLimit]), or ctx
 // ended. The Result is returned with the error, saying what the turn did
 // before it ended.

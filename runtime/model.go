@@ -29,6 +29,9 @@ type model struct {
 	client  *openai.Client
 	err     error  // why the settings cannot be used; returned by Run
 	apiKey  string // only to scrub it from the endpoint's errors
+	// keySource names where the API key came from ("$OPENAI_API_KEY"),
+	// for the error of a 401; empty when no key is sent.
+	keySource string
 }
 
 func resolveModel(def *agentdef.Definition, opts *Options) model {
@@ -42,7 +45,7 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 		}
 		cfg := openai.DefaultConfig("")
 		cfg.BaseURL = builtin.BaseURL
-		cfg.HTTPClient = &http.Client{Transport: builtin.Transport()}
+		cfg.HTTPClient = &http.Client{Transport: &modelTransport{base: builtin.Transport()}}
 		m.client = openai.NewClientWithConfig(cfg)
 		return m
 	}
@@ -55,9 +58,15 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 		m.err = fmt.Errorf("%w: agent %q sends its requests to %s but names no model there (model %q): set OPENAI_MODEL, --model, or model.name in agent.json", ErrNoModel, def.Name, m.baseURL, m.name)
 		return m
 	}
-	key := cmp.Or(opts.APIKey, env("OPENAI_API_KEY"))
-	if key == "" && def.Model.APIKeyEnv != "" {
+	key := opts.APIKey
+	switch {
+	case key != "":
+		m.keySource = "Options.APIKey"
+	case env("OPENAI_API_KEY") != "":
+		key, m.keySource = env("OPENAI_API_KEY"), "$OPENAI_API_KEY"
+	case def.Model.APIKeyEnv != "":
 		key = env(def.Model.APIKeyEnv)
+		m.keySource = "$" + def.Model.APIKeyEnv + " (model.api_key_env in agent.json)"
 		if key == "" {
 			m.err = fmt.Errorf("%w: agent %q needs an API key in $%s (model.api_key_env in agent.json) or $OPENAI_API_KEY, and both are empty", ErrNoModel, def.Name, def.Model.APIKeyEnv)
 			return m
@@ -66,9 +75,7 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 	m.apiKey = key
 	cfg := openai.DefaultConfig(key) // an empty key sends no Authorization header (Ollama, vLLM)
 	cfg.BaseURL = baseURL
-	if opts.HTTPClient != nil {
-		cfg.HTTPClient = opts.HTTPClient
-	}
+	cfg.HTTPClient = wrapClient(opts.HTTPClient)
 	m.client = openai.NewClientWithConfig(cfg)
 	return m
 }

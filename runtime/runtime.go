@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -69,6 +70,13 @@ type Options struct {
 	// ModelTimeout bounds each model request (default
 	// $SWITCHBOARD_MODEL_TIMEOUT, else DefaultModelTimeout).
 	ModelTimeout time.Duration
+	// MaxRetries bounds how many times a failed model request of one step
+	// is sent again (a 429, a 5xx, a reset, refused or timed-out
+	// connection), with exponential backoff and full jitter, honouring
+	// Retry-After. Zero means $SWITCHBOARD_MODEL_MAX_RETRIES, else
+	// agent.json's model.max_retries, else DefaultMaxRetries; a negative
+	// value means none. Above MaxMaxRetries, Run fails with ErrNoModel.
+	MaxRetries int
 	// MaxSteps overrides agent.json's max_steps.
 	MaxSteps int
 	// Parallel bounds the tool calls of one response run at once (default
@@ -88,11 +96,15 @@ type Options struct {
 // Agent runs model turns for one agent definition. It is safe for
 // concurrent use: each Run is an independent turn.
 type Agent struct {
-	def    *agentdef.Definition
-	caller delegation.Caller
-	model  model
-	opts   Options
-	log    *slog.Logger
+	def     *agentdef.Definition
+	caller  delegation.Caller
+	model   model
+	opts    Options
+	log     *slog.Logger
+	retries int // resolved MaxRetries
+	// wait sleeps before a retry (sleep); tests replace it to see the
+	// waits without spending them.
+	wait func(context.Context, time.Duration) error
 }
 
 // New returns an Agent for def whose delegations go through c (usually a
@@ -107,7 +119,7 @@ func New(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, 
 	if c == nil {
 		return nil, errors.New("runtime.New: nil caller")
 	}
-	a := &Agent{def: def, caller: c}
+	a := &Agent{def: def, caller: c, wait: sleep}
 	if opts != nil {
 		a.opts = *opts
 	}
@@ -126,6 +138,11 @@ func New(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, 
 		}
 		a.opts.ModelTimeout = d
 	}
+	n, err := maxRetries(def, &a.opts)
+	if err != nil && a.model.err == nil {
+		a.model.err = fmt.Errorf("%w: agent %q: %w", ErrNoModel, def.Name, err)
+	}
+	a.retries = n
 	return a, nil
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -139,19 +138,12 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	made := 0 // delegations run this turn
 	for res.Steps < maxSteps {
 		res.Steps++
-		resp, err := a.chat(ctx, req, res.Steps)
+		resp, err := a.complete(ctx, req, res.Steps)
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
-			name, where := a.Model()
-			// The endpoint's error body may echo the key it was sent
-			// ("Incorrect API key provided: sk-..."); the error goes into a
-			// tool result and logs, so it is scrubbed like a log line.
-			return res, fmt.Errorf("%w: model %q at %s, step %d: %w", ErrModel, name, where, res.Steps, logging.RedactError(err, a.model.apiKey))
-		}
-		if len(resp.Choices) == 0 {
-			return res, fmt.Errorf("%w: step %d: the response has no choices", ErrModel, res.Steps)
+			return res, err
 		}
 		msg := resp.Choices[0].Message
 		if len(msg.ToolCalls) == 0 {

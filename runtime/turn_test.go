@@ -234,11 +234,12 @@ func TestStalledModelEndpoint(t *testing.T) {
 	defer stalled.Close()
 	defer close(release)
 	a := newAgent(t, oracle(stalled.URL+"/v1"), &runtime.Options{ModelTimeout: 200 * time.Millisecond})
+	noWait(a)
 	res, err := a.Run(t.Context(), "anything", chain)
 	if !errors.Is(err, runtime.ErrModel) || !errors.Is(err, runtime.ErrModelTimeout) {
 		t.Fatalf("err = %v, want ErrModel wrapping ErrModelTimeout", err)
 	}
-	for _, want := range []string{stalled.URL + "/v1", "step 1", "200ms"} {
+	for _, want := range []string{stalled.URL + "/v1", "step 1", "200ms", "3 attempts"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

@@ -19,7 +19,7 @@
 //	  "name": "packrat",
 //	  "description": "Keeps notes and finds them again.",
 //	  "instructions": "You are packrat, ...",
-//	  "model": {"base_url": "", "name": "builtin", "api_key_env": "OPENAI_API_KEY"},
+//	  "model": {"base_url": "", "name": "builtin", "api_key_env": "OPENAI_API_KEY", "max_retries": 2},
 //	  "tools": ["packrat"],
 //	  "max_steps": 10,
 //	  "max_depth": 4,
@@ -100,6 +100,10 @@ type Model struct {
 	Name string
 	// APIKeyEnv names the environment variable holding the API key.
 	APIKeyEnv string
+	// MaxRetries is how many times a failed model request of one step is
+	// sent again (a 429, a 5xx, a reset or refused connection); nil means
+	// the runtime's default. From 0 to MaxMaxRetries.
+	MaxRetries *int
 }
 
 // Defaults and limits of agent.json.
@@ -113,6 +117,9 @@ const (
 	DefaultMaxCallsPerStep = 16
 	DefaultMaxCallsPerTurn = 64
 	MaxMaxCalls            = 1000
+	// MaxMaxRetries bounds model.max_retries: past a few retries with
+	// backoff an endpoint is down, and the person who asked is waiting.
+	MaxMaxRetries = 10
 )
 
 // File names inside an agent's folder.
@@ -127,7 +134,7 @@ var agentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 var (
 	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "max_calls_per_step", "max_calls_per_turn", "allow_stdio", "elicit"}
-	modelFields = []string{"base_url", "name", "api_key_env"}
+	modelFields = []string{"base_url", "name", "api_key_env", "max_retries"}
 )
 
 // Load reads the agent in dir: dir/agent.json and, if present,
@@ -375,6 +382,10 @@ func (p *parser) model(raw json.RawMessage) (Model, error) {
 			if err == nil && m.APIKeyEnv != "" && !mcpconfig.ValidVarName(m.APIKeyEnv) {
 				err = p.fail(field, m.APIKeyEnv, "invalid environment variable name %q; want letters, digits and _, not starting with a digit", m.APIKeyEnv)
 			}
+		case "max_retries":
+			var n int
+			n, err = p.int(field, e.Raw, 0, MaxMaxRetries)
+			m.MaxRetries = &n
 		default:
 			err = p.unknown("model", e.Key, modelFields)
 		}
