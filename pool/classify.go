@@ -60,6 +60,7 @@ type verdict struct {
 //
 //	caller gave up, own POST never handed on / answered undispatched   transport
 //	caller gave up otherwise                                         outcome_unknown
+//	redirect to another origin, not followed (origin.go)             refused; a 303: outcome_unknown
 //	own POST with session answered 404                               session_expired, retry
 //	own POST with session answered 400, JSON-RPC error, null id      session_expired, retry
 //	own POST answered 413                                            transport
@@ -107,6 +108,7 @@ type verdict struct {
 func classify(err error, ev evidence, ctxErr error) verdict {
 	sessionDead := errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing)
 	undispatched := ev.undispatched()
+	var redirect *RedirectError
 
 	switch {
 	case ctxErr != nil:
@@ -116,6 +118,19 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 			return verdict{kind: KindTransport, rpc: ev.rpc}
 		}
 		return verdict{kind: KindOutcomeUnknown}
+
+	case errors.As(err, &redirect):
+		// The pool refused to follow the server's redirect to another
+		// origin, so nothing was sent there. A 307 or 308 asks for the same
+		// request at another URI, a 301 or 302 says the resource moved: the
+		// server did not process it here. Sending it again would be
+		// redirected again; the session is left alone. A 303 is the answer
+		// to a request that was processed ("see other" for its result), so
+		// what ran is unknown.
+		if redirect.Status == http.StatusSeeOther {
+			return verdict{kind: KindOutcomeUnknown}
+		}
+		return verdict{kind: KindRefused}
 
 	case ev.overHTTP && ev.posts > 0 && ev.status == http.StatusNotFound && ev.withSession:
 		// The server looks the session up before it reads the body, so a

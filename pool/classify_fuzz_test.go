@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -36,7 +37,11 @@ import (
 //     resumption of a stream that died with its agent) from a server that
 //     answered is outcome_unknown with that error kept, never retried,
 //     unless the request provably never ran (the rows above it);
-//   - the Kind is one of the four.
+//   - KindRefused only for a refusal that proves nothing ran: a redirect
+//     to another origin that the pool did not follow (not a 303, which
+//     answers a request that ran); never retried, never dropping the
+//     session;
+//   - the Kind is one of the five.
 //
 // The seeds are in testdata/fuzz/FuzzClassify; run it with
 //
@@ -70,6 +75,8 @@ func FuzzClassify(f *testing.F) {
 		{shape: 10, overHTTP: true, posts: 1, status: 200, withSession: true, answer: 4},                            // ... read by the recorder
 		{shape: 2, code: CodeOutcomeUnknown, ctxShape: 2, overHTTP: true, posts: 1, status: 200, withSession: true}, // ... after the caller gave up
 		{shape: 2, code: CodeOutcomeUnknown, overHTTP: true, posts: 1, status: 404, withSession: true},              // ... but the session was refused
+		{shape: 11, code: 307, overHTTP: true, posts: 1, status: 307, withSession: true},                            // a redirect to another origin, refused
+		{shape: 11, code: 303, overHTTP: true, posts: 1, status: 303, withSession: true},                            // ... after the request ran
 	} {
 		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit, s.answer)
 	}
@@ -95,6 +102,12 @@ func FuzzClassify(f *testing.F) {
 			ev.rpc = serverSaid
 		case 4:
 			ev.rpc = &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: "the agent restarted while this request ran"}
+		}
+		if re := (*RedirectError)(nil); errors.As(err, &re) {
+			// A redirect is the answer to the request's own POST, over
+			// HTTP, and the recorder reads no body of an answer below 400.
+			overHTTP, posts, status, notWritten = true, max(posts, 1), re.Status, false
+			ev = evidence{overHTTP: overHTTP, posts: posts, status: status, withSession: withSession}
 		}
 		v := classify(err, ev, ctxErr)
 
@@ -142,8 +155,21 @@ func FuzzClassify(f *testing.F) {
 				t.Fatalf("the intermediary's outcome-unknown error (%d) is not outcome_unknown with its message: %+v for %v, %+v", CodeOutcomeUnknown, v, err, ev)
 			}
 		}
+		var redirect *RedirectError
+		crossOrigin := errors.As(err, &redirect)
+		if v.kind == KindRefused {
+			if !crossOrigin || redirect.Status == http.StatusSeeOther {
+				t.Fatalf("KindRefused (nothing ran) without proof: %v, %+v", err, ev)
+			}
+			if v.retry || v.invalidate != "" {
+				t.Fatalf("a refusal is sent again or drops its session: %+v", v)
+			}
+		}
+		if crossOrigin && ctxErr == nil && (v.retry || v.kind != KindRefused && v.kind != KindOutcomeUnknown) {
+			t.Fatalf("a refused redirect is %+v", v)
+		}
 		switch v.kind {
-		case KindSessionExpired, KindOutcomeUnknown, KindTransport:
+		case KindSessionExpired, KindOutcomeUnknown, KindTransport, KindRefused:
 		case KindRPC:
 			if v.rpc == nil || v.rpc.Code == codeRejectedByTransport {
 				t.Fatalf("KindRPC without the server's error: %+v for %v", v, err)
@@ -161,7 +187,7 @@ func FuzzClassify(f *testing.F) {
 func fuzzError(shape uint8, code int64) error {
 	rpc := &jsonrpc.Error{Code: code, Message: "from the server"}
 	rejected := &jsonrpc.Error{Code: codeRejectedByTransport, Message: "rejected by transport"}
-	switch shape % 11 {
+	switch shape % 12 {
 	case 0:
 		return fmt.Errorf("calling %q: %w", "tools/call", mcp.ErrConnectionClosed)
 	case 1:
@@ -182,6 +208,11 @@ func fuzzError(shape uint8, code int64) error {
 		return fmt.Errorf("%w: %w", rpc, mcp.ErrSessionMissing)
 	case 9:
 		return fmt.Errorf("%w: %w", rejected, rpc)
+	case 11:
+		// http.Client's error for a redirect its CheckRedirect refused
+		// (origin.go), as go-sdk wraps a failed Do; code is the status.
+		re := &RedirectError{Status: int(code), From: "http://127.0.0.1:1", To: "http://127.0.0.1:2"}
+		return fmt.Errorf("sending \"tools/call\": %w: %w", rejected, &url.Error{Op: "Post", URL: "http://127.0.0.1:2/mcp", Err: re})
 	default:
 		// go-sdk's error for an error answer it could not decode (a
 		// JSON-RPC error with a null id): the status text, and the session

@@ -25,6 +25,12 @@ const (
 	// KindRPC: the server answered with a JSON-RPC error. Code and Message are
 	// the server's own.
 	KindRPC
+	// KindRefused: the request was refused whole, before it ran, for a
+	// reason that sending it again does not change: the pool would not
+	// follow the server's redirect to another origin (a *RedirectError,
+	// ErrCrossOriginRedirect). Nothing ran, the session is kept, and the
+	// pool never sends the request again, keyed or not.
+	KindRefused
 )
 
 func (k Kind) String() string {
@@ -37,6 +43,8 @@ func (k Kind) String() string {
 		return "transport"
 	case KindRPC:
 		return "rpc"
+	case KindRefused:
+		return "refused"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -48,6 +56,7 @@ var (
 	ErrOutcomeUnknown = errors.New("outcome unknown: the request may have run")
 	ErrTransport      = errors.New("mcp transport failure")
 	ErrRPC            = errors.New("mcp server error")
+	ErrRefused        = errors.New("request refused before it ran")
 
 	// ErrProtocolVersion is wrapped by the error of a dial whose server
 	// negotiated another protocol version than the Server's pin.
@@ -133,6 +142,8 @@ func (e *Error) Is(target error) bool {
 		return e.Kind == KindTransport
 	case ErrRPC:
 		return e.Kind == KindRPC
+	case ErrRefused:
+		return e.Kind == KindRefused
 	}
 	return false
 }

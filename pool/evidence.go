@@ -222,12 +222,14 @@ var errStaleInitialize = errors.New("refusing to send initialize carrying an Mcp
 var errForgottenInDial = errors.New("the server forgot the session during its handshake (404 on a request carrying the new session id)")
 
 // recorder is the http.RoundTripper of one pool entry. It adds the server's
-// configured headers, records per-request evidence on the call's probe, tells
-// the entry when any request carrying its session id is answered 404, and
+// configured headers (to requests for the server's own origin only, see
+// origin.go), records per-request evidence on the call's probe, tells the
+// entry when any request carrying its session id is answered 404, and
 // aborts everything when the entry's close times out.
 type recorder struct {
 	base    http.RoundTripper
 	headers map[string]string
+	home    origin // the origin of the server's URL: the only one its headers go to
 	entry   *entry
 }
 
@@ -238,9 +240,15 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var pr, notice *probe
 	if p, ok := req.Context().Value(probeKey{}).(*probe); ok && req.Method == http.MethodPost {
-		if p.posts.Add(1) == 1 {
+		switch {
+		case req.Response != nil && p.posts.Load() == 1:
+			// http.Client following a redirect (within the origin) of the
+			// request's own POST: the same request, sent where the server
+			// said; its answer, not the redirect, is the evidence.
 			pr = p
-		} else {
+		case p.posts.Add(1) == 1:
+			pr = p
+		default:
 			notice = p
 		}
 	}
@@ -261,18 +269,23 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		out = req.WithContext(ctx)
 	}
 	// A RoundTripper must not modify the caller's request: the configured
-	// headers go on a copy, with the header map cloned.
+	// headers go on a copy, with the header map cloned. They go to the
+	// server's origin only; the client refuses a redirect elsewhere before
+	// it gets here (checkRedirect), and this keeps them home should anything
+	// else send a request elsewhere.
 	cloned := false
-	for k, v := range r.headers {
-		if out.Header.Get(k) == "" {
-			if !cloned {
-				if out == req {
-					out = new(http.Request)
-					*out = *req
+	if originOf(out.URL) == r.home {
+		for k, v := range r.headers {
+			if out.Header.Get(k) == "" {
+				if !cloned {
+					if out == req {
+						out = new(http.Request)
+						*out = *req
+					}
+					out.Header, cloned = out.Header.Clone(), true
 				}
-				out.Header, cloned = out.Header.Clone(), true
+				out.Header.Set(k, v)
 			}
-			out.Header.Set(k, v)
 		}
 	}
 

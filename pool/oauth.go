@@ -745,18 +745,14 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (t *oauthTransport) send(req *http.Request, rec *tokenstore.Record) (*http.Response, error) {
 	if rec == nil || !sameOrigin(req.URL, t.a.key.URL) {
-		// The token is for its server only: a redirect elsewhere (which
-		// http.Client follows through this same RoundTripper) goes without.
+		// The token is for its server's origin only (origin.go): the
+		// entry's client refuses a redirect elsewhere, and should one
+		// reach here anyway it goes without.
 		return t.base.RoundTrip(req)
 	}
 	out := req.Clone(req.Context()) // a RoundTripper must not modify its request
 	out.Header.Set("Authorization", "Bearer "+rec.AccessToken)
 	return t.base.RoundTrip(out)
-}
-
-func sameOrigin(u *url.URL, resource string) bool {
-	r, err := url.Parse(resource)
-	return err == nil && strings.EqualFold(u.Scheme, r.Scheme) && strings.EqualFold(u.Host, r.Host)
 }
 
 func challenged(resp *http.Response) bool {

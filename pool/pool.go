@@ -626,6 +626,11 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 		if w, ok := rpcError(err); ok {
 			pe.Kind, pe.Code, pe.Message = KindRPC, w.Code, w.Message
 		}
+		if errors.As(err, new(*RedirectError)) {
+			// Refused, not unreachable: dialing again (a keyed resend
+			// would) is redirected again.
+			pe.Kind = KindRefused
+		}
 		status, a := dl.get()
 		a.addTo(pe, status)
 		p.mu.Lock()
@@ -718,9 +723,15 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	client := mcp.NewClient(p.opts.ClientInfo, copts)
 	var t mcp.Transport
 	if e.http {
+		home := originOfURL(srv.URL)
 		t = &mcp.StreamableClientTransport{
-			Endpoint:             srv.URL,
-			HTTPClient:           &http.Client{Transport: &recorder{base: p.oauth.transport(p.base, srv, p.opts.OAuth, p.log), headers: srv.Headers, entry: e}},
+			Endpoint: srv.URL,
+			HTTPClient: &http.Client{
+				Transport: &recorder{base: p.oauth.transport(p.base, srv, p.opts.OAuth, p.log), headers: srv.Headers, home: home, entry: e},
+				// A redirect to another origin is refused, so that the
+				// configured headers and tokens never leave theirs (origin.go).
+				CheckRedirect: checkRedirect(home),
+			},
 			DisableStandaloneSSE: !p.opts.Notifications,
 		}
 	} else {
