@@ -64,6 +64,11 @@ type Result struct {
 	// Delegations are the finish events of every delegation, in the order
 	// the calls finished.
 	Delegations []delegation.Event `json:"delegations"`
+	// Reasoning is what the model thought on the way, in step order: its
+	// reasoning_content (DeepSeek, vLLM's reasoning parsers) and the
+	// <think> blocks some models write into the content, which are kept
+	// here and out of Answer, what the person reads.
+	Reasoning string `json:"reasoning,omitempty"`
 	// Unavailable lists siblings (or their tools) that discovery could not
 	// offer, and why.
 	Unavailable []string      `json:"unavailable,omitempty"`
@@ -146,8 +151,10 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 			return res, err
 		}
 		msg := resp.Choices[0].Message
+		content, thought := splitThink(msg.Content)
+		res.addReasoning(msg.ReasoningContent, thought)
 		if len(msg.ToolCalls) == 0 {
-			res.Answer = cmp.Or(msg.Content, msg.Refusal)
+			res.Answer = cmp.Or(content, msg.Refusal)
 			res.Status, res.Reason = judge(res, msg.Refusal)
 			a.log.Info("answered", "run", chain.RunID, "steps", res.Steps, "delegations", len(res.Delegations), "status", res.Status)
 			return res, nil
@@ -185,7 +192,10 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 			results = append(results, delegation.Result{CallID: c.ID, Name: c.Name, Content: why, IsError: true})
 		}
 		req.Messages = append(req.Messages, openai.ChatCompletionMessage{
+			// reasoning_content goes back as it came: DeepSeek's thinking
+			// mode with tools needs it in the same turn.
 			Role: openai.ChatMessageRoleAssistant, Content: msg.Content, ToolCalls: msg.ToolCalls,
+			ReasoningContent: msg.ReasoningContent,
 		})
 		for _, r := range results {
 			req.Messages = append(req.Messages, openai.ChatCompletionMessage{
