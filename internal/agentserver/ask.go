@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -179,11 +180,13 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 	if a.metrics != nil {
 		ro.OnEvent = a.metrics.delegations.Observe
 	}
-	var caller delegation.Caller = p
+	// Every call names its server in its context, so that an elicitation
+	// the server sends later can say who asks (elicit, serverNamer).
+	var caller delegation.Caller = serverNamer{p}
 	var self *nativeCaller
 	if a.native != nil {
 		// In memory: no network I/O happens under the lock.
-		nc, err := a.native(context.Background(), p)
+		nc, err := a.native(context.Background(), caller)
 		if err != nil {
 			if a.pool == nil {
 				p.Close()
@@ -236,7 +239,15 @@ var ErrNobodyToAsk = errors.New("nobody to ask")
 // request fails with ErrNobodyToAsk: asking the wrong person to confirm
 // would be worse than not asking (the server then does nothing, as with a
 // caller that cannot elicit).
-func (a *asker) elicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+//
+// The request goes on with this agent's word on where it came from in
+// _meta[ElicitOriginKey]: this agent's name and the configured name of the
+// server whose session sent it (from the context, see serverNamer), never
+// anything the server wrote, followed by what that server says about where
+// it got the request from (it may be an agent forwarding in turn, or a
+// server lying). So the person's side can name the server that asks, in a
+// frame the server cannot forge.
+func (a *asker) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	a.mu.Lock()
 	var to *askCall
 	n := 0
@@ -263,17 +274,122 @@ func (a *asker) elicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitRe
 		// cannot be asked does: the server does nothing and says so, where an
 		// error would make the delegation's outcome unknown.
 		a.logger.Info("elicitation declined: the ask's caller speaks MCP 2026-07-28, where it cannot be asked during its call; a caller that can answer pins 2025-11-25",
-			"message", req.Params.Message)
+			"server", serverName(ctx), "message", req.Params.Message)
 		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
 	// Under the ask's own context, go-sdk sends the request on that call's
 	// stream, which the caller reads (see progressReporter).
-	res, err := to.session.Elicit(to.ctx, req.Params)
+	res, err := to.session.Elicit(to.ctx, withOrigin(req.Params, ElicitHop{Agent: a.def.Name, Server: serverName(ctx)}))
 	if err != nil {
 		a.logger.Info("elicitation not forwarded to the caller", "err", err)
 		return nil, fmt.Errorf("agent %s: asking its caller: %w", a.def.Name, err)
 	}
 	return res, nil
+}
+
+// ElicitOriginKey is the _meta member of an elicitation/create in which
+// each agent that forwards it says where it came from: a JSON array of
+// ElicitHop, the nearest to the person first. Each agent puts its own hop
+// in front of what it received, so only the first hop is the word of the
+// agent the person asked; every later hop is what the server named before
+// it says.
+const ElicitOriginKey = "run.switchboard/elicitation-origin"
+
+// An ElicitHop is one agent's word on a forwarded elicitation: the agent,
+// and the name its own configuration (agent.json, tools/mcp.json) gives
+// the server whose session sent the request; Server is empty when the
+// agent could not tell.
+type ElicitHop struct {
+	Agent  string `json:"agent"`
+	Server string `json:"server,omitempty"`
+}
+
+// Bounds on the hops an origin carries, and on each name: a server can
+// write whatever it likes after the first hop, and the person's side
+// should not print a megabyte of it.
+const (
+	maxElicitHops   = 8
+	maxElicitHopLen = 128
+)
+
+// ElicitOrigin reads the hops from an elicitation's _meta as decoded from
+// JSON (every MCP transport carries JSON, in memory too): nil when there
+// are none, at most maxElicitHops, names cut at maxElicitHopLen bytes (the
+// names are not made printable: that is for who shows them).
+func ElicitOrigin(meta map[string]any) []ElicitHop {
+	list, _ := meta[ElicitOriginKey].([]any)
+	var hops []ElicitHop
+	for _, v := range list {
+		if len(hops) == maxElicitHops {
+			break
+		}
+		m, _ := v.(map[string]any)
+		agent, _ := m["agent"].(string)
+		server, _ := m["server"].(string)
+		hops = append(hops, ElicitHop{Agent: cut(agent, maxElicitHopLen), Server: cut(server, maxElicitHopLen)})
+	}
+	return hops
+}
+
+// withOrigin returns a copy of p whose origin starts with hop, followed by
+// the hops p carried (the sending server's claim), bounded.
+func withOrigin(p *mcp.ElicitParams, hop ElicitHop) *mcp.ElicitParams {
+	q := *p
+	claimed := ElicitOrigin(p.Meta)
+	hops := append([]ElicitHop{hop}, claimed[:min(len(claimed), maxElicitHops-1)]...)
+	origin := make([]any, len(hops))
+	for i, h := range hops {
+		m := map[string]any{"agent": h.Agent}
+		if h.Server != "" {
+			m["server"] = h.Server
+		}
+		origin[i] = m
+	}
+	q.Meta = make(mcp.Meta, len(p.Meta)+1)
+	for k, v := range p.Meta {
+		q.Meta[k] = v
+	}
+	q.Meta[ElicitOriginKey] = origin
+	return &q
+}
+
+// cut returns s cut to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+type serverNameKey struct{}
+
+// serverNamer is the turn's Caller: it puts the configured name of the
+// server each call goes to in the call's context. The pool dials a session
+// under the context of the call that needed it (without its cancellation),
+// and go-sdk hands a server's requests on that session (elicitation/create)
+// a context derived from the one the session was dialed with
+// (jsonrpc2.NewConnection keeps its values): so the pool's Elicit handler
+// learns, from our own configuration, which server's session sent the
+// request. A session is keyed by endpoint and credentials, so two names
+// for one endpoint share a session, and the name is the one its first
+// call used; both name the same server.
+type serverNamer struct{ next delegation.Caller }
+
+func (c serverNamer) CallTool(ctx context.Context, srv *pool.Server, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	return c.next.CallTool(context.WithValue(ctx, serverNameKey{}, srv.Name), srv, params)
+}
+
+func (c serverNamer) ListTools(ctx context.Context, srv *pool.Server) ([]*mcp.Tool, error) {
+	return c.next.ListTools(context.WithValue(ctx, serverNameKey{}, srv.Name), srv)
+}
+
+// serverName is the name serverNamer put in ctx; empty without one.
+func serverName(ctx context.Context) string {
+	name, _ := ctx.Value(serverNameKey{}).(string)
+	return name
 }
 
 // poolStats is the stats of the pool carrying the agent's delegations, or

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/version"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime"
@@ -79,7 +80,9 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 			out.Error = err.Error()
 			writeJSON(stdout, out)
 		}
-		fmt.Fprintf(stderr, "switchboard ask: %v\n", err)
+		// The error may carry what a server wrote (a tool's error, the
+		// agent's refusal): inert on the terminal, as every such text.
+		fmt.Fprintf(stderr, "switchboard ask: %s\n", logging.Printable(err.Error()))
 		return code
 	}
 	ended := func() (int, error, bool) {
@@ -107,9 +110,9 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	// A server the agent delegates to may ask the person (elicitation,
 	// forwarded by agents whose agent.json says "elicit"): on a terminal
 	// ask asks; with nobody there it declines.
-	elicit := declineAll(stderr)
+	elicit := declineAll(cfg.agent, stderr)
 	if !cfg.noInput && cfg.stdin != nil && (cfg.elicitStdin || isTerminal(cfg.stdin)) {
-		elicit = newElicitor(cfg.stdin, stderr).elicit
+		elicit = newElicitor(cfg.agent, cfg.stdin, stderr).elicit
 	}
 	p := pool.New(&pool.Options{
 		ClientInfo: &mcp.Implementation{Name: "switchboard-ask", Version: version.String()},
@@ -182,13 +185,16 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	if cfg.json {
 		writeJSON(stdout, out)
 	} else {
-		answer := strings.TrimRight(out.Answer, "\n")
+		// The answer is the model's, made of what servers returned: inert,
+		// its lines and tabs kept. --json leaves it as it is (the encoder
+		// escapes every C0 control; a program reads it, not a terminal).
+		answer := strings.TrimRight(logging.Printable(out.Answer), "\n")
 		if answer != "" {
 			fmt.Fprintln(stdout, answer)
 		}
 	}
 	if code != exitOK {
-		fmt.Fprintf(stderr, "switchboard ask: %s (exit %d)\n", out.Reason, code)
+		fmt.Fprintf(stderr, "switchboard ask: %s (exit %d)\n", logging.Printable(out.Reason), code)
 	}
 	return code
 }

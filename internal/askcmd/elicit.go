@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/internal/agentserver"
+	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // This file answers a server's elicitation/create (forwarded by the
@@ -21,6 +25,18 @@ import (
 // line each; an empty line takes the field's default (SEP-1034). With
 // nobody to ask (stdin is not a terminal, or --no-input) the request is
 // declined, so the server does nothing it wanted confirmed.
+//
+// The server that asks may be hostile: it can write anything in its message,
+// titles, descriptions and enum values, escape sequences included, to make
+// its question look like switchboard's own (a cleared screen, "[switchboard
+// studio] your session expired, re-enter your SWITCHBOARD_TOKEN"). So every
+// question opens with a line of ours that names who asks, from our own
+// routing: the agent ask called, and the server that agent named in
+// _meta (agentserver.ElicitOriginKey), never the server's text. Everything
+// the server wrote is made inert (logging.Printable) and indented under a
+// "│ " rule, so none of it can pass for a line of ours; and a question that
+// looks like it wants a credential says so, since switchboard never asks
+// for one this way.
 
 // EnvElicitStdin, set to 1, makes ask answer elicitations from stdin even
 // when it is not a terminal: for tests and scripts that feed the answers
@@ -30,6 +46,7 @@ const EnvElicitStdin = "SWITCHBOARD_ASK_ELICIT_STDIN"
 // elicitor asks the person. Elicitations are asked one at a time: two at
 // once would interleave their questions on one terminal.
 type elicitor struct {
+	agent string // the agent ask called: who forwards every question
 	in    io.Reader
 	echo  bool      // stdin is not a terminal: show each answer read
 	out   io.Writer // where the questions go (stderr)
@@ -38,9 +55,9 @@ type elicitor struct {
 	lines chan string // stdin's lines; closed at EOF
 }
 
-// newElicitor reads answers from in.
-func newElicitor(in io.Reader, out io.Writer) *elicitor {
-	return &elicitor{in: in, echo: !isTerminal(in), out: out, lines: make(chan string)}
+// newElicitor reads answers from in to the questions agent forwards.
+func newElicitor(agent string, in io.Reader, out io.Writer) *elicitor {
+	return &elicitor{agent: agent, in: in, echo: !isTerminal(in), out: out, lines: make(chan string)}
 }
 
 // read starts, at the first elicitation, the goroutine reading stdin's
@@ -67,12 +84,87 @@ func isTerminal(r io.Reader) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// declineAll is the handler with nobody to ask.
-func declineAll(out io.Writer) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+// declineAll is the handler with nobody to ask: it still shows who asked
+// what, framed, so that the person reading the log later knows.
+func declineAll(agent string, out io.Writer) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	var mu sync.Mutex // one question's lines together
 	return func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		fmt.Fprintf(out, "· declined (nobody to ask: stdin is not a terminal, or --no-input): %s\n", req.Params.Message)
+		mu.Lock()
+		defer mu.Unlock()
+		writeFrame(out, agent, req.Params)
+		fmt.Fprintln(out, "· declined (nobody to ask: stdin is not a terminal, or --no-input)")
 		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
+}
+
+// writeFrame writes the lines that open a question: who asks (ours), the
+// credential warning when it applies (ours), then the server's message
+// under the rule. A URL elicitation's URL is shown under the rule too.
+func writeFrame(w io.Writer, agent string, p *mcp.ElicitParams) {
+	fmt.Fprintf(w, "? %s asks you:\n", whoAsks(agent, agentserver.ElicitOrigin(p.Meta)))
+	if looksLikeCredential(p) {
+		fmt.Fprintln(w, "! this server asks for something that looks like a credential; Switchboard never asks for your tokens this way")
+	}
+	writeRuled(w, p.Message)
+	if p.Mode == "url" {
+		writeRuled(w, "open "+p.URL)
+	}
+}
+
+// writeRuled writes text (another party's) inert, each of its lines under
+// the rule.
+func writeRuled(w io.Writer, text string) {
+	for line := range strings.SplitSeq(logging.Printable(text), "\n") {
+		fmt.Fprintf(w, "%s%s\n", rule, line)
+	}
+}
+
+// rule starts every line that shows what the server wrote.
+const rule = "│ "
+
+// whoAsks names the server that asks, from the agent's word (the first
+// hop, which the agent ask called wrote); hops after it are what that
+// server says, and are shown as its claim.
+func whoAsks(agent string, hops []agentserver.ElicitHop) string {
+	if len(hops) == 0 || hops[0].Server == "" {
+		return fmt.Sprintf("a server of agent %q (the agent did not say which)", logging.PrintableLine(agent))
+	}
+	who := fmt.Sprintf("server %q of agent %q", logging.PrintableLine(hops[0].Server), logging.PrintableLine(agent))
+	if len(hops) == 1 {
+		return who
+	}
+	var claimed []string
+	for _, h := range hops[1:] {
+		server := "a server it did not name"
+		if h.Server != "" {
+			server = fmt.Sprintf("server %q", logging.PrintableLine(h.Server))
+		}
+		claimed = append(claimed, fmt.Sprintf("%s of agent %q", server, logging.PrintableLine(h.Agent)))
+	}
+	return fmt.Sprintf("%s, forwarding (it says) for %s,", who, strings.Join(claimed, ", for "))
+}
+
+// credentialWords are what a question for a secret is likely to say, in a
+// field's name, title or description, or in the message.
+var credentialWords = regexp.MustCompile(`(?i)token|api[\s_-]?key|password|passwd|passphrase|secret|credential|private[\s_-]?key|bearer|\bpin\b|\botp\b|one[\s-]time (?:code|password)|2fa|\bmfa\b`)
+
+// looksLikeCredential reports whether p's message or any field's name,
+// title or description speaks of a credential.
+func looksLikeCredential(p *mcp.ElicitParams) bool {
+	if credentialWords.MatchString(p.Message) {
+		return true
+	}
+	schema, _ := p.RequestedSchema.(map[string]any)
+	props, _ := schema["properties"].(map[string]any)
+	for name, v := range props {
+		prop, _ := v.(map[string]any)
+		title, _ := prop["title"].(string)
+		desc, _ := prop["description"].(string)
+		if credentialWords.MatchString(name + "\n" + title + "\n" + desc) {
+			return true
+		}
+	}
+	return false
 }
 
 // errEOF: stdin ended before every field was answered.
@@ -83,11 +175,11 @@ func (e *elicitor) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 	defer e.mu.Unlock()
 	e.start.Do(e.read)
 	p := req.Params
+	writeFrame(e.out, e.agent, p)
 	if p.Mode == "url" {
-		fmt.Fprintf(e.out, "? %s\n  open %s\n  (declined: ask does not follow URL elicitations)\n", p.Message, p.URL)
+		fmt.Fprintln(e.out, "· declined: ask does not follow URL elicitations")
 		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
-	fmt.Fprintf(e.out, "? %s\n", p.Message)
 	schema, _ := p.RequestedSchema.(map[string]any)
 	props, _ := schema["properties"].(map[string]any)
 	var required []string
@@ -108,7 +200,7 @@ func (e *elicitor) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 		prop, _ := props[name].(map[string]any)
 		v, err := e.field(ctx, name, prop, slices.Contains(required, name))
 		if errors.Is(err, errEOF) {
-			fmt.Fprintln(e.out, "  (cancelled: stdin ended)")
+			fmt.Fprintln(e.out, "· cancelled: stdin ended")
 			return &mcp.ElicitResult{Action: "cancel"}, nil
 		}
 		if err != nil {
@@ -124,11 +216,14 @@ func (e *elicitor) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 // field asks for one field until the answer fits its type; nil means left
 // out (an optional field without a default).
 func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, required bool) (any, error) {
+	// Everything but our own punctuation is the server's: one line each,
+	// inert, so that the prompt is one line under the rule.
 	typ, _ := prop["type"].(string)
 	label := name
 	if t, ok := prop["title"].(string); ok && t != "" {
 		label = t + " (" + name + ")"
 	}
+	label = logging.PrintableLine(label)
 	hint := typ
 	if typ == "boolean" {
 		hint = "y/n"
@@ -142,12 +237,14 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 	} else if required {
 		hint += ", required"
 	}
+	hint = logging.PrintableLine(hint)
 	desc, _ := prop["description"].(string)
+	desc = logging.PrintableLine(desc)
 	for {
 		if desc != "" {
-			fmt.Fprintf(e.out, "  %s: %s [%s]: ", label, desc, hint)
+			fmt.Fprintf(e.out, "%s%s: %s [%s]: ", rule, label, desc, hint)
 		} else {
-			fmt.Fprintf(e.out, "  %s [%s]: ", label, hint)
+			fmt.Fprintf(e.out, "%s%s [%s]: ", rule, label, hint)
 		}
 		var line string
 		select {
@@ -158,7 +255,7 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 			}
 			line = strings.TrimSpace(l)
 			if e.echo {
-				fmt.Fprintln(e.out, line) // a terminal has echoed it already
+				fmt.Fprintln(e.out, logging.PrintableLine(line)) // a terminal has echoed it already
 			}
 		case <-ctx.Done():
 			fmt.Fprintln(e.out)
@@ -171,12 +268,12 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 			if !required {
 				return nil, nil
 			}
-			fmt.Fprintf(e.out, "  %s is required\n", name)
+			fmt.Fprintf(e.out, "· %s is required\n", logging.PrintableLine(name))
 			continue
 		}
 		v, err := parseAnswer(typ, prop, line)
 		if err != nil {
-			fmt.Fprintf(e.out, "  %v\n", err)
+			fmt.Fprintf(e.out, "· %s\n", logging.PrintableLine(err.Error()))
 			continue
 		}
 		return v, nil

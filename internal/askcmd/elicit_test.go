@@ -13,7 +13,7 @@ import (
 func elicitFrom(t *testing.T, stdin string, params *mcp.ElicitParams) (*mcp.ElicitResult, string) {
 	t.Helper()
 	var out bytes.Buffer
-	e := newElicitor(strings.NewReader(stdin), &out)
+	e := newElicitor("oracle", strings.NewReader(stdin), &out)
 	res, err := e.elicit(context.Background(), &mcp.ElicitRequest{Params: params})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestElicitor(t *testing.T) {
 	if res.Action != "accept" || !reflect.DeepEqual(res.Content, want) {
 		t.Fatalf("got %s %v, want accept %v\n%s", res.Action, res.Content, want, out)
 	}
-	for _, s := range []string{"? Book it?", `want an integer, not "x"`, "count is required", `want one of [a b], not "c"`, "default false"} {
+	for _, s := range []string{"│ Book it?", `want an integer, not "x"`, "count is required", `want one of [a b], not "c"`, "default false"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
@@ -67,7 +67,7 @@ func TestElicitor(t *testing.T) {
 // and stderr says so.
 func TestElicitDeclineAll(t *testing.T) {
 	var out bytes.Buffer
-	res, err := declineAll(&out)(context.Background(), &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "Delete 3 notes?"}})
+	res, err := declineAll("oracle", &out)(context.Background(), &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "Delete 3 notes?"}})
 	if err != nil || res.Action != "decline" || !strings.Contains(out.String(), "Delete 3 notes?") {
 		t.Fatalf("%v %+v %q", err, res, out.String())
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -48,7 +49,7 @@ func (p *printer) progress(n *mcp.ProgressNotificationParams) {
 	var ev delegation.Event
 	if err := json.Unmarshal([]byte(n.Message), &ev); err != nil || ev.Phase == "" {
 		p.notes = append(p.notes, n.Message)
-		fmt.Fprintf(p.w, "· %s\n", n.Message)
+		fmt.Fprintf(p.w, "· %s\n", logging.PrintableLine(n.Message))
 		return
 	}
 	if ev.Phase == delegation.PhaseFinish {
@@ -66,7 +67,7 @@ func (p *printer) note(msg string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.done {
-		fmt.Fprintf(p.w, "· %s\n", msg)
+		fmt.Fprintf(p.w, "· %s\n", logging.PrintableLine(msg)) // it may quote the studio's record of a server
 	}
 }
 
@@ -80,7 +81,7 @@ func (p *printer) stop(final askResult) []delegation.Event {
 	p.done = true
 	for _, u := range final.Unavailable {
 		if !slices.ContainsFunc(p.notes, func(n string) bool { return strings.Contains(n, u) }) {
-			fmt.Fprintf(p.w, "· unavailable: %s\n", u)
+			fmt.Fprintf(p.w, "· unavailable: %s\n", logging.PrintableLine(u))
 		}
 	}
 	return p.stopEvents(final.Delegations)
@@ -105,14 +106,16 @@ func eventKey(ev delegation.Event) string {
 	return string(b)
 }
 
-// eventLine renders one event, for example
+// eventLine renders one event, one line whatever its names and message
+// hold (a server names its own tools, and writes its own errors), for
+// example
 //
 //	12:00:01.120 → packrat.store_note
 //	12:00:01.164 ✓ packrat.store_note 44ms (recovered on a new session)
 //	12:00:01.170 ✗ abacus.calculate 3ms: rpc -32042 quota exceeded
 func eventLine(ev delegation.Event) string {
 	at := ev.Time.Local().Format("15:04:05.000")
-	what := ev.Agent + "." + ev.Tool
+	what := logging.PrintableLine(ev.Agent + "." + ev.Tool)
 	if ev.Phase == delegation.PhaseStart {
 		return fmt.Sprintf("%s → %s", at, what)
 	}
@@ -128,9 +131,9 @@ func eventLine(ev delegation.Event) string {
 	case delegation.Outcome(pool.KindOutcomeUnknown.String()):
 		b.WriteString(": outcome unknown: the tool may have run; not retried")
 	default:
-		fmt.Fprintf(&b, ": %s", strings.ReplaceAll(string(ev.Outcome), "_", " "))
+		fmt.Fprintf(&b, ": %s", logging.PrintableLine(strings.ReplaceAll(string(ev.Outcome), "_", " ")))
 		if ev.Code != 0 || ev.Message != "" {
-			fmt.Fprintf(&b, " %d %s", ev.Code, ev.Message)
+			fmt.Fprintf(&b, " %d %s", ev.Code, logging.PrintableLine(ev.Message))
 		}
 	}
 	switch {
