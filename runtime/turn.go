@@ -29,8 +29,10 @@ type Status string
 // StatusDelegationFailed).
 const (
 	// StatusDelegationFailed: a tool call of the turn failed (a tool error,
-	// a transport or protocol failure, an unknown outcome) and no later
-	// call of the same tool succeeded. The answer may be partial.
+	// a transport or protocol failure, an unknown outcome, arguments that
+	// are not an object) and no later call of the same tool succeeded, or
+	// the model named a tool that does not exist and no later call
+	// succeeded. The answer may be partial.
 	StatusDelegationFailed Status = "delegation_failed"
 	// StatusUnavailable: a sibling (or a tool) could not be offered, and
 	// the turn did nothing else: the model refused, or answered without a
@@ -39,8 +41,10 @@ const (
 	// siblings it had is StatusAnswered, with Unavailable still listed.
 	StatusUnavailable Status = "unavailable"
 	// StatusNotAnswered: the model said it could not do the task (a
-	// refusal in the chat API's sense), or the turn ended without an
-	// answer.
+	// refusal in the chat API's sense), its answer was empty (null, blank,
+	// only reasoning), cut at the output limit (finish_reason "length") or
+	// stopped by a content filter, or the turn ended without an answer.
+	// Reason says which.
 	StatusNotAnswered Status = "not_answered"
 	// StatusAnswered: the model answered and every delegation succeeded.
 	StatusAnswered Status = "answered"
@@ -141,6 +145,11 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	perStep := cmp.Or(a.def.MaxCallsPerStep, agentdef.DefaultMaxCallsPerStep)
 	perTurn := cmp.Or(a.def.MaxCallsPerTurn, agentdef.DefaultMaxCallsPerTurn)
 	made := 0 // delegations run this turn
+	// tried is every call the executor ran or refused, in the model's
+	// order: unlike Result.Delegations it holds the calls that never
+	// reached a sibling (an unknown tool name, arguments that are not an
+	// object), which a truthful status must count.
+	var tried []delegation.Result
 	for res.Steps < maxSteps {
 		res.Steps++
 		resp, err := a.complete(ctx, req, res.Steps)
@@ -155,7 +164,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 		res.addReasoning(msg.ReasoningContent, thought)
 		if len(msg.ToolCalls) == 0 {
 			res.Answer = cmp.Or(content, msg.Refusal)
-			res.Status, res.Reason = judge(res, msg.Refusal)
+			res.Status, res.Reason = judge(res, tried, resp.Choices[0].FinishReason, content, msg)
 			a.log.Info("answered", "run", chain.RunID, "steps", res.Steps, "delegations", len(res.Delegations), "status", res.Status)
 			return res, nil
 		}
@@ -181,6 +190,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 		made += allowed
 		a.log.Info("delegating", "run", chain.RunID, "step", res.Steps, "calls", allowed, "refused", len(calls)-allowed)
 		results := exec.Run(ctx, calls[:allowed])
+		tried = append(tried, results...)
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -208,39 +218,67 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	return res, fmt.Errorf("%w: agent %q made %d model steps, each calling tools, without a final answer (max_steps)", ErrStepLimit, a.def.Name, maxSteps)
 }
 
-// judge decides a turn's status from what it did: the severest of a failed
-// delegation, an unavailable sibling and a refusal. A failed call is
-// forgiven only when a later call of the same tool succeeded (the model
-// fixed its argument and tried again).
-func judge(res *Result, refusal string) (Status, string) {
+// judge decides a turn's status from what it did and how the model's last
+// message ended: the severest of a failed call, an unavailable sibling and
+// an answer that is not one (a refusal, an empty answer, one cut at the
+// output limit or by a content filter). A failed call is forgiven only
+// when a later call of the same tool succeeded (the model fixed its
+// argument and tried again); a call to a tool that does not exist, when a
+// later call of any tool succeeded (the model found the right name).
+func judge(res *Result, tried []delegation.Result, finish openai.FinishReason, answer string, msg openai.ChatCompletionMessage) (Status, string) {
 	var failed []string
 	succeeded := 0
-	for i, ev := range res.Delegations {
-		if ev.Outcome == delegation.OutcomeOK {
+	for i, r := range tried {
+		if r.Outcome == delegation.OutcomeOK {
 			succeeded++
 			continue
 		}
+		if r.Outcome == "" {
+			continue // refused by the turn's own caps, and said so to the model
+		}
 		fixed := false
-		for _, later := range res.Delegations[i+1:] {
-			if later.Agent == ev.Agent && later.Tool == ev.Tool && later.Outcome == delegation.OutcomeOK {
+		for _, later := range tried[i+1:] {
+			if later.Outcome == delegation.OutcomeOK && (r.Agent == "" || later.Agent == r.Agent && later.Tool == r.Tool) {
 				fixed = true
 			}
 		}
-		if !fixed {
-			what := fmt.Sprintf("%s.%s: %s", ev.Agent, ev.Tool, ev.Outcome)
-			if ev.Message != "" {
-				what += ": " + ev.Message
-			}
-			failed = append(failed, what)
+		if fixed {
+			continue
 		}
+		what := fmt.Sprintf("%s.%s: %s", r.Agent, r.Tool, r.Outcome)
+		if r.Agent == "" {
+			what = fmt.Sprintf("%q: %s", r.Name, r.Outcome)
+		}
+		if r.Event.Message != "" {
+			what += ": " + r.Event.Message
+		}
+		failed = append(failed, what)
+	}
+	refusal := strings.TrimSpace(msg.Refusal)
+	var notAnswer string
+	switch {
+	case refusal != "":
+		notAnswer = "the model refused: " + refusal
+	case finish == openai.FinishReasonLength:
+		notAnswer = `the answer was cut off at the model's output limit (finish_reason "length")`
+	case finish == openai.FinishReasonContentFilter:
+		notAnswer = `the provider's content filter stopped the answer (finish_reason "content_filter")`
+	case strings.TrimSpace(answer) == "" && strings.TrimSpace(msg.ReasoningContent) != "":
+		notAnswer = "the model's answer was empty (it gave only its reasoning)"
+	case strings.TrimSpace(answer) == "":
+		notAnswer = "the model's answer was empty"
+	}
+	also := ""
+	if notAnswer != "" {
+		also = "; and " + notAnswer
 	}
 	switch {
 	case len(failed) > 0:
-		return StatusDelegationFailed, "delegation failed: " + strings.Join(failed, "; ")
-	case len(res.Unavailable) > 0 && (succeeded == 0 || strings.TrimSpace(refusal) != ""):
-		return StatusUnavailable, "unavailable: " + strings.Join(res.Unavailable, "; ")
-	case strings.TrimSpace(refusal) != "":
-		return StatusNotAnswered, "not answered: " + strings.TrimSpace(refusal)
+		return StatusDelegationFailed, "delegation failed: " + strings.Join(failed, "; ") + also
+	case len(res.Unavailable) > 0 && (succeeded == 0 || notAnswer != ""):
+		return StatusUnavailable, "unavailable: " + strings.Join(res.Unavailable, "; ") + also
+	case notAnswer != "":
+		return StatusNotAnswered, "not answered: " + notAnswer
 	}
 	return StatusAnswered, ""
 }
