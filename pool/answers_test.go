@@ -110,7 +110,7 @@ func TestRepeated400NullIDSurfacesTheServersMessage(t *testing.T) {
 }
 
 // A 413 is produced before the body was read: nothing ran, and sending the
-// same body again would be refused again.
+// same body again would be refused again (see also toolarge_test.go).
 func TestBodyLimit413IsNothingRan(t *testing.T) {
 	ts := newTestServer(t, false)
 	p := newTestPool(t, nil)
@@ -125,8 +125,8 @@ func TestBodyLimit413IsNothingRan(t *testing.T) {
 	})
 	_, err := call(context.Background(), p, srv, "echo", "big")
 	pe := asPoolError(t, err)
-	if pe.Kind != KindTransport || pe.Retried || pe.Status != http.StatusRequestEntityTooLarge || pe.Body != "request body too large (limit 1 MiB)" {
-		t.Fatalf("want transport (nothing ran) with the server's body, got %+v", pe)
+	if pe.Kind != KindRefused || !errors.Is(err, ErrTooLarge) || pe.Retried || pe.Status != http.StatusRequestEntityTooLarge || pe.Body != "request body too large (limit 1 MiB)" {
+		t.Fatalf("want refused (too large, nothing ran) with the server's body, got %+v", pe)
 	}
 	if p.Stats().Retries != 0 {
 		t.Fatal("a 413 was retried")

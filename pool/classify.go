@@ -28,7 +28,25 @@ func (ev evidence) undispatched() bool {
 	if !ev.overHTTP || ev.posts <= 0 || ev.status < 400 || ev.status >= 500 {
 		return false
 	}
-	return ev.status == http.StatusRequestEntityTooLarge || ev.rpc != nil && ev.rpcIDNull
+	return tooLarge(ev.status) || ev.rpc != nil && ev.rpcIDNull
+}
+
+// tooLarge reports whether status refuses a request whole for its size:
+// 413 Content Too Large (RFC 9110 §15.5.14), 414 URI Too Long (§15.5.15),
+// 431 Request Header Fields Too Large (RFC 6585 §5). A server produces them
+// while reading the request, before it routes it or parses its body
+// (net/http answers 431 itself, before any handler; http.MaxBytesReader
+// makes the 413), so the request did not run; and the same request is
+// refused again, so it is never sent again. Other 4xx answers that may come
+// before dispatch are left out: 400, 411 and 415 say nothing about size and
+// are judged by their body (a null-id JSON-RPC error proves the request
+// was not dispatched, below); 429 says "later", and a later send may pass.
+func tooLarge(status int) bool {
+	switch status {
+	case http.StatusRequestEntityTooLarge, http.StatusRequestURITooLong, http.StatusRequestHeaderFieldsTooLarge:
+		return true
+	}
+	return false
 }
 
 // Invalidation and close reasons, as reported in Stats.
@@ -47,6 +65,7 @@ type verdict struct {
 	rpc        *jsonrpc.Error // the server's own error, for KindRPC
 	retry      bool           // provably not executed: safe to send again on a new session
 	invalidate string         // non-empty: drop the session, for this reason
+	cause      error          // a sentinel the error must match (errors.Is), when the cause alone may not
 }
 
 // classify decides, from the error and the request's own evidence, what a
@@ -63,7 +82,7 @@ type verdict struct {
 //	redirect to another origin, not followed (origin.go)             refused; a 303: outcome_unknown
 //	own POST with session answered 404                               session_expired, retry
 //	own POST with session answered 400, JSON-RPC error, null id      session_expired, retry
-//	own POST answered 413                                            transport
+//	own POST answered 413, 414 or 431 (too large)                    refused (ErrTooLarge)
 //	no POST, session already dead (go-sdk failed it locally)         session_expired, retry
 //	no POST otherwise (go-sdk failed it locally)                      transport, retry
 //	own POST refused (dial failed) or never handed on                transport
@@ -84,17 +103,21 @@ type verdict struct {
 // SDK's example servers and server-everything answer an unknown session with
 // 400 {"code":-32000,"message":"Bad Request: No valid session ID
 // provided","id":null}), a parse failure, or an intermediary. A 413 was
-// produced before the body was read in full, so before it was parsed. Neither
+// produced before the body was read in full, so before it was parsed (414
+// and 431 before the body was read at all, see tooLarge). Neither
 // request ran. A 400 of that kind to a request carrying a session id is the
 // session refused, as 404 is for spec-compliant servers: the session is
 // dropped and the request sent once more on a new one. If the refusal was
 // about something else the retry gets the same answer and it is returned;
 // the cost is one dial, never a second execution. Other 4xx answers with a
 // null id (401, 403, 415) prove the request did not run but say nothing
-// about the session; they are returned as the server's error. A 413 is
-// returned as transport ("nothing ran"): sending the same body again would
-// only be refused again. A 4xx without a JSON-RPC body proves nothing about
-// dispatch and is treated as any other answer.
+// about the session; they are returned as the server's error. A 413 (414,
+// 431) is returned as refused, with ErrTooLarge ("too large, nothing
+// ran"), and never sent again: the same request would only be refused
+// again, and an 8 MB call resent on new sessions uploaded 32 MB for one
+// refusal. It says nothing against the session either. A 4xx without a
+// JSON-RPC body proves nothing about dispatch and is treated as any other
+// answer.
 //
 // A 401, or a 403 with error="insufficient_scope", that a token can answer
 // never reaches this table: the OAuth RoundTripper (oauth.go) sits below
@@ -141,8 +164,11 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 	case undispatched && ev.status == http.StatusBadRequest && ev.withSession:
 		return verdict{kind: KindSessionExpired, retry: true, invalidate: reasonRejected, rpc: ev.rpc}
 
-	case undispatched && ev.status == http.StatusRequestEntityTooLarge:
-		return verdict{kind: KindTransport, rpc: ev.rpc}
+	case undispatched && tooLarge(ev.status):
+		// Refused for its size before it ran. The session is fine (the
+		// recorder kept go-sdk from failing it, see tooLargeError), and
+		// neither a new session nor an idempotency key changes the answer.
+		return verdict{kind: KindRefused, rpc: ev.rpc, cause: ErrTooLarge}
 
 	case ev.overHTTP && ev.posts <= 0 && sessionDead:
 		// The session was already dead (another request, or the GET stream,

@@ -37,10 +37,12 @@ import (
 //     resumption of a stream that died with its agent) from a server that
 //     answered is outcome_unknown with that error kept, never retried,
 //     unless the request provably never ran (the rows above it);
-//   - KindRefused only for a refusal that proves nothing ran: a redirect
-//     to another origin that the pool did not follow (not a 303, which
+//   - KindRefused only for a refusal that proves nothing ran: the request's
+//     own POST answered 413, 414 or 431 (too large), or a redirect to
+//     another origin that the pool did not follow (not a 303, which
 //     answers a request that ran); never retried, never dropping the
-//     session;
+//     session; a too-large answer is always refused unless the request
+//     provably never left (or the caller gave up);
 //   - the Kind is one of the five.
 //
 // The seeds are in testdata/fuzz/FuzzClassify; run it with
@@ -65,6 +67,9 @@ func FuzzClassify(f *testing.F) {
 		{shape: 5, wraps: 3, code: -32601, overHTTP: true, posts: 2, status: 404, withSession: false},
 		{shape: 10, overHTTP: true, posts: 1, status: 400, withSession: true, answer: 1}, // server-everything after a restart
 		{shape: 10, overHTTP: true, posts: 1, status: 413, answer: 3},                    // body limit
+		{shape: 3, overHTTP: true, posts: 1, status: 413, withSession: true, answer: 1},  // ... as the recorder hands it to go-sdk, with mcphttp's null-id error
+		{shape: 3, overHTTP: true, posts: 1, status: 431, withSession: true},             // headers too large
+		{shape: 3, overHTTP: true, posts: 1, status: 414, withSession: true},             // URI too long
 		{shape: 0, overHTTP: true, posts: 1, status: 401, withSession: true, answer: 1},  // auth gateway, null id
 		{shape: 0, overHTTP: true, posts: 1, status: 502, withSession: true, answer: 1},  // the studio's 502: the agent did not answer
 		{shape: 6, ctxShape: 1, overHTTP: true, posts: 1, status: 400, withSession: true, answer: 1},
@@ -133,7 +138,7 @@ func FuzzClassify(f *testing.F) {
 		if refused && ctxErr == nil && !v.retry {
 			t.Fatalf("a session refused before dispatch is not recovered: %+v for %v, %+v", v, err, ev)
 		}
-		undispatched := nullID || answered4xx && status == http.StatusRequestEntityTooLarge
+		undispatched := nullID || answered4xx && tooLarge(status)
 		if v.kind == KindTransport && !notWritten && !(overHTTP && posts <= 0) && !undispatched {
 			t.Fatalf("KindTransport (nothing ran) for a request that may have reached the server: %v, %+v", err, ev)
 		}
@@ -157,9 +162,13 @@ func FuzzClassify(f *testing.F) {
 		}
 		var redirect *RedirectError
 		crossOrigin := errors.As(err, &redirect)
+		refusedWhole := answered4xx && tooLarge(status)
 		if v.kind == KindRefused {
-			if !crossOrigin || redirect.Status == http.StatusSeeOther {
+			if !refusedWhole && (!crossOrigin || redirect.Status == http.StatusSeeOther) {
 				t.Fatalf("KindRefused (nothing ran) without proof: %v, %+v", err, ev)
+			}
+			if refusedWhole && !crossOrigin && v.cause != ErrTooLarge {
+				t.Fatalf("a too-large refusal without ErrTooLarge: %+v", v)
 			}
 			if v.retry || v.invalidate != "" {
 				t.Fatalf("a refusal is sent again or drops its session: %+v", v)
@@ -167,6 +176,9 @@ func FuzzClassify(f *testing.F) {
 		}
 		if crossOrigin && ctxErr == nil && (v.retry || v.kind != KindRefused && v.kind != KindOutcomeUnknown) {
 			t.Fatalf("a refused redirect is %+v", v)
+		}
+		if refusedWhole && ctxErr == nil && !own404 && !neverSent && !notWritten && v.kind != KindRefused {
+			t.Fatalf("a too-large refusal (%d) is not refused: %+v for %v, %+v", status, v, err, ev)
 		}
 		switch v.kind {
 		case KindSessionExpired, KindOutcomeUnknown, KindTransport, KindRefused:

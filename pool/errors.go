@@ -26,10 +26,12 @@ const (
 	// the server's own.
 	KindRPC
 	// KindRefused: the request was refused whole, before it ran, for a
-	// reason that sending it again does not change: the pool would not
-	// follow the server's redirect to another origin (a *RedirectError,
-	// ErrCrossOriginRedirect). Nothing ran, the session is kept, and the
-	// pool never sends the request again, keyed or not.
+	// reason that sending it again does not change: the server refused it
+	// as too large (HTTP 413, 414 or 431: ErrTooLarge; Status and Body say
+	// what the server said), or the pool would not follow the server's
+	// redirect to another origin (a *RedirectError, ErrCrossOriginRedirect).
+	// Nothing ran, the session is kept, and the pool never sends the
+	// request again, keyed or not.
 	KindRefused
 )
 
@@ -57,6 +59,10 @@ var (
 	ErrTransport      = errors.New("mcp transport failure")
 	ErrRPC            = errors.New("mcp server error")
 	ErrRefused        = errors.New("request refused before it ran")
+
+	// ErrTooLarge is wrapped by the KindRefused error of a request the
+	// server refused for its size (HTTP 413, 414 or 431) before it ran.
+	ErrTooLarge = errors.New("the server refused the request as too large; nothing ran")
 
 	// ErrProtocolVersion is wrapped by the error of a dial whose server
 	// negotiated another protocol version than the Server's pin.

@@ -318,6 +318,20 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	if req.Method == http.MethodPost && tooLarge(resp.StatusCode) {
+		// Refused for its size, before it ran (see tooLarge). Handed to
+		// go-sdk as the answer, a refusal without a JSON-RPC body would fail
+		// its connection for good (checkResponse), and every later request
+		// of the session would fail without being sent, costing a new
+		// session per request. As an error of the round trip it is a
+		// refusal of this request only (go-sdk marks it ErrRejected). What
+		// the server said is on the probe already.
+		resp.Body.Close()
+		if release != nil {
+			release()
+		}
+		return nil, &tooLargeError{status: resp.StatusCode}
+	}
 	// A POST carrying the session id answered 404: the server has forgotten
 	// the session, whatever request this was (a call, or a notification such
 	// as notifications/cancelled). A 404 to the standalone GET is left to
@@ -337,6 +351,16 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// tooLargeError is the recorder's error for a POST the server refused for
+// its size (413, 414, 431); it matches ErrTooLarge.
+type tooLargeError struct{ status int }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%v (HTTP %d %s)", ErrTooLarge, e.status, http.StatusText(e.status))
+}
+
+func (e *tooLargeError) Unwrap() error { return ErrTooLarge }
 
 // attemptBody holds a reference on its attempt until it is closed.
 type attemptBody struct {

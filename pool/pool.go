@@ -326,6 +326,9 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 		if own := pr.ownError(); own != nil && v.kind == KindTransport {
 			pe.Err = fmt.Errorf("the request was not sent: %w (go-sdk: %w)", own, err)
 		}
+		if v.cause != nil && !errors.Is(pe.Err, v.cause) {
+			pe.Err = fmt.Errorf("%w: %w", v.cause, pe.Err)
+		}
 		if v.rpc != nil {
 			pe.Code, pe.Message = v.rpc.Code, v.rpc.Message
 		}
@@ -626,12 +629,12 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 		if w, ok := rpcError(err); ok {
 			pe.Kind, pe.Code, pe.Message = KindRPC, w.Code, w.Message
 		}
-		if errors.As(err, new(*RedirectError)) {
+		status, a := dl.get()
+		if errors.As(err, new(*RedirectError)) || errors.Is(err, ErrTooLarge) {
 			// Refused, not unreachable: dialing again (a keyed resend
-			// would) is redirected again.
+			// would) is refused again.
 			pe.Kind = KindRefused
 		}
-		status, a := dl.get()
 		a.addTo(pe, status)
 		p.mu.Lock()
 		delete(p.dialing, k)
