@@ -73,6 +73,11 @@ type Result struct {
 	// <think> blocks some models write into the content, which are kept
 	// here and out of Answer, what the person reads.
 	Reasoning string `json:"reasoning,omitempty"`
+	// NameRepairs lists the tool calls whose name the model wrote in
+	// another spelling of an offered tool ("abacus.calculate",
+	// "functions.abacus__calculate", a bare "calculate"), and the tool
+	// they were routed to.
+	NameRepairs []NameRepair `json:"name_repairs,omitempty"`
 	// Unavailable lists siblings (or their tools) that discovery could not
 	// offer, and why.
 	Unavailable []string      `json:"unavailable,omitempty"`
@@ -150,6 +155,7 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	// reached a sibling (an unknown tool name, arguments that are not an
 	// object), which a truthful status must count.
 	var tried []delegation.Result
+	var names *toolIndex // built at the first name that is not offered exactly (names.go)
 	for res.Steps < maxSteps {
 		res.Steps++
 		resp, err := a.complete(ctx, req, res.Steps)
@@ -183,6 +189,28 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 			tc.Index = nil // only meaningful in stream chunks
 			calls[i] = delegation.Call{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 		}
+		var unknown map[string]string // call id → the tool message for a name that is no tool
+		for i := range calls {
+			c := &calls[i]
+			if _, ok := tools.Lookup(c.Name); ok {
+				continue
+			}
+			if names == nil {
+				names = newToolIndex(tools)
+			}
+			to, could, ambiguous := names.resolve(c.Name)
+			if to == "" {
+				if unknown == nil {
+					unknown = map[string]string{}
+				}
+				unknown[c.ID] = unknownToolText(c.Name, could, ambiguous)
+				continue
+			}
+			a.log.Info("tool name repaired", "run", chain.RunID, "step", res.Steps, "call", c.ID, "from", c.Name, "to", to)
+			res.NameRepairs = append(res.NameRepairs, NameRepair{Step: res.Steps, CallID: c.ID, From: c.Name, To: to})
+			c.Name = to
+			msg.ToolCalls[i].Function.Name = to
+		}
 		// The caps: the calls past them are not made; each still gets a
 		// tool message (the API requires one per call) that says why, so
 		// the model can go on with what it has.
@@ -190,6 +218,11 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 		made += allowed
 		a.log.Info("delegating", "run", chain.RunID, "step", res.Steps, "calls", allowed, "refused", len(calls)-allowed)
 		results := exec.Run(ctx, calls[:allowed])
+		for i := range results {
+			if text, ok := unknown[results[i].CallID]; ok && results[i].Outcome == delegation.OutcomeUnknownTool {
+				results[i].Content = text
+			}
+		}
 		tried = append(tried, results...)
 		if err := ctx.Err(); err != nil {
 			return res, err
