@@ -306,6 +306,9 @@ func seconds(d time.Duration) string {
 // endpoint, the step, the attempts and the last failure, and wraps ErrModel
 // and the endpoint's own error.
 func (a *Agent) complete(ctx context.Context, req openai.ChatCompletionRequest, step int) (openai.ChatCompletionResponse, error) {
+	if a.plain {
+		return a.chat(ctx, req, step)
+	}
 	note := noteHandler(ctx)
 	name, where := a.Model()
 	for n := 0; ; n++ {

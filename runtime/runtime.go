@@ -105,6 +105,10 @@ type Agent struct {
 	// wait sleeps before a retry (sleep); tests replace it to see the
 	// waits without spending them.
 	wait func(context.Context, time.Duration) error
+	// plain sends each step's request once, without the retry loop, as
+	// turns did before it: only for the benchmark that measures what the
+	// loop costs (bench_test.go).
+	plain bool
 }
 
 // New returns an Agent for def whose delegations go through c (usually a

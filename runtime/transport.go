@@ -60,7 +60,15 @@ func (t *modelTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode/100 != 2 {
 		return resp, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxModelResponse+1))
+	if resp.ContentLength > maxModelResponse {
+		return resp, nil // too large to rewrite; go-openai reads it as it is
+	}
+	var b bytes.Buffer
+	if resp.ContentLength > 0 {
+		b.Grow(int(resp.ContentLength) + bytes.MinRead) // one allocation for a body of known length
+	}
+	_, err = b.ReadFrom(io.LimitReader(resp.Body, maxModelResponse+1))
+	buf := b.Bytes()
 	if err != nil || len(buf) > maxModelResponse {
 		// Too large to rewrite, or the read failed: go-openai reads the
 		// rest and reports what it finds.
@@ -96,6 +104,13 @@ type readCloser struct {
 // is an HTTP status (OpenRouter sends 429, 502), else 502 Bad Gateway (the
 // endpoint passed on a failure).
 func normalizeResponse(body []byte) ([]byte, int) {
+	// Most answers are in OpenAI's shape and hold neither member that may
+	// need work; they are passed on without being parsed twice. The test
+	// leaves out the first letter because encoding/json, and so go-openai,
+	// matches member names without regard to case.
+	if !bytes.Contains(body, []byte(`rguments"`)) && !bytes.Contains(body, []byte(`rror"`)) {
+		return body, 0
+	}
 	var probe struct {
 		Error   json.RawMessage `json:"error"`
 		Choices []struct {
