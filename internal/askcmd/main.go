@@ -144,10 +144,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 // readTask reads the task from stdin, up to maxTaskBytes.
 func readTask(stdin io.Reader, stderr io.Writer) (string, error) {
-	if f, ok := stdin.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprintln(stderr, "· reading the task from the terminal; end it with Ctrl-D")
-		}
+	if isTerminal(stdin) {
+		fmt.Fprintln(stderr, "· reading the task from the terminal; end it with Ctrl-D")
 	}
 	b, err := io.ReadAll(io.LimitReader(stdin, maxTaskBytes+1))
 	if err != nil {
