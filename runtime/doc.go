@@ -48,6 +48,17 @@
 // ended. The Result is returned with the error, saying what the turn did
 // before it ended.
 //
+// Some endpoints speak the wire format in their own way; a turn takes
+// what they mean. Tool-call arguments sent as a JSON object, an error
+// object in a 200 answer, an empty choices list, tool names written as
+// "abacus.calculate" or "functions.abacus__calculate" (routed to the one
+// offered tool they spell, and listed in [Result.NameRepairs]). An answer
+// that is empty, cut at the output limit, filtered or refused is
+// [StatusNotAnswered], saying which. What the model thought
+// (reasoning_content, <think> blocks) is in [Result.Reasoning], never in
+// [Result.Answer]; reasoning_content goes back to the model within the
+// turn. docs/FAULTS.md ("Model endpoints") has the whole table.
+//
 // # The model
 //
 // Each setting is taken from the first place that has it:

@@ -307,7 +307,11 @@ func seconds(d time.Duration) string {
 // and the endpoint's own error.
 func (a *Agent) complete(ctx context.Context, req openai.ChatCompletionRequest, step int) (openai.ChatCompletionResponse, error) {
 	if a.plain {
-		return a.chat(ctx, req, step)
+		resp, err := a.chat(ctx, req, step)
+		if err == nil && len(resp.Choices) == 0 {
+			err = errNoChoices
+		}
+		return resp, err
 	}
 	note := noteHandler(ctx)
 	name, where := a.Model()
@@ -324,6 +328,9 @@ func (a *Agent) complete(ctx context.Context, req openai.ChatCompletionRequest, 
 			return resp, context.Cause(ctx)
 		}
 		v := classifyModel(err, at, time.Now())
+		if errors.Is(err, ErrModelTimeout) {
+			v.what = fmt.Sprintf("did not answer within %v", a.opts.ModelTimeout)
+		}
 		// The endpoint's error body may echo the key it was sent
 		// ("Incorrect API key provided: sk-..."); the error goes into a
 		// tool result and logs, so it is scrubbed like a log line.
