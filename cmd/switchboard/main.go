@@ -56,6 +56,15 @@ var commands = map[string]command{
 	"version": versioncmd.Main,
 }
 
+// isHelpFlag reports whether arg asks for help, as the flag package reads it.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "--h":
+		return true
+	}
+	return false
+}
+
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -64,8 +73,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	name, rest := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
-		if len(rest) > 0 && name == "help" {
-			// `switchboard help ask` is `switchboard ask --help`.
+		if len(rest) > 0 && name == "help" && !isHelpFlag(rest[0]) {
+			// `switchboard help ask` is `switchboard ask --help`; `switchboard
+			// help --help` is this usage, as every command's --help is its own.
 			if cmd, ok := commands[rest[0]]; ok {
 				return cmd(ctx, append(rest[1:], "--help"), stdin, stdout, stderr)
 			}

@@ -41,7 +41,7 @@ func TestHelpEverywhere(t *testing.T) {
 		return code, o.String(), e.String()
 	}
 	for _, args := range [][]string{
-		{"--help"}, {"help"}, {"-h"},
+		{"--help"}, {"help"}, {"-h"}, {"help", "--help"}, {"help", "-h"},
 		{"ask", "--help"}, {"ask", "-h"}, {"up", "--help"}, {"client", "--help"}, {"status", "--help"}, {"login", "--help"}, {"logout", "--help"},
 		{"agent", "--help"}, {"agent", "serve", "--help"}, {"version", "--help"},
 		{"help", "ask"}, {"help", "agent"}, {"ask", "--json", "--help", "a task"},
