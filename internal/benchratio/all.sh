@@ -27,11 +27,24 @@ bench() {
 		return
 	fi
 	echo "== $name: $n rounds of $variants; baseline ${baseline:-none}"
-	"$OUT/rounds" -n "$n" -bench "$name" -variants "$variants" "$@" >"$OUT/$name.txt"
-	"$OUT/benchratio" -baseline "$baseline" <"$OUT/$name.txt" | tee "$OUT/$name.ratio"
+	# One benchmark that fails (a round too noisy to take a p99 from, say)
+	# is reported and the others still run: the figures of a 20-minute run
+	# are not thrown away for one of them. The script exits 1 at the end.
+	if ! "$OUT/rounds" -n "$n" -bench "$name" -variants "$variants" "$@" >"$OUT/$name.txt"; then
+		echo "== $name FAILED; its output: $OUT/$name.txt" >&2
+		tail -n 5 "$OUT/$name.txt" >&2 || true
+		failed+=("$name")
+		echo
+		return
+	fi
+	if ! "$OUT/benchratio" -baseline "$baseline" <"$OUT/$name.txt" | tee "$OUT/$name.ratio"; then
+		echo "== $name: no ratio could be taken" >&2
+		failed+=("$name")
+	fi
 	echo
 }
 ONLY="$*"
+failed=()
 
 grep -m1 '^model name' /proc/cpuinfo || true
 echo "cores: $(nproc); $(go version); $(date -u +%FT%TZ); commit $(git rev-parse --short HEAD)"
@@ -46,3 +59,8 @@ bench Keys 5 k1 k1,k1000,k10000 -pkg ./pool -benchtime 1s
 bench IdleSweep 3 "" k1000,k10000 -pkg ./pool -benchtime 1x
 bench MassClose 3 "" k1000,k10000 -pkg ./pool -benchtime 1x
 bench Peers 7 raw-session pooled,raw-session,mcp-go,ts-sdk -C bench/peers -pkg . -benchtime 0.5s
+
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "benchmarks that failed (their figures are missing above): ${failed[*]}" >&2
+	exit 1
+fi
