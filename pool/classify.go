@@ -79,6 +79,7 @@ type verdict struct {
 //
 //	caller gave up, own POST never handed on / answered undispatched   transport
 //	caller gave up otherwise                                         outcome_unknown
+//	a list the pool stopped (list.go: cursor loop, too many pages)   refused
 //	redirect to another origin, not followed (origin.go)             refused; a 303: outcome_unknown
 //	own POST with session answered 404                               session_expired, retry
 //	own POST with session answered 400, JSON-RPC error, null id      session_expired, retry
@@ -141,6 +142,12 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 			return verdict{kind: KindTransport, rpc: ev.rpc}
 		}
 		return verdict{kind: KindOutcomeUnknown}
+
+	case errors.Is(err, ErrListTooLong):
+		// The pool stopped a list the server would not end, or that holds
+		// more than it keeps (list.go). Every page was answered; listing
+		// again gets the same answer. The session is the server's, and fine.
+		return verdict{kind: KindRefused}
 
 	case errors.As(err, &redirect):
 		// The pool refused to follow the server's redirect to another

@@ -40,7 +40,8 @@ import (
 //   - KindRefused only for a refusal that proves nothing ran: the request's
 //     own POST answered 413, 414 or 431 (too large), or a redirect to
 //     another origin that the pool did not follow (not a 303, which
-//     answers a request that ran); never retried, never dropping the
+//     answers a request that ran), or a list the pool stopped (a cursor
+//     loop, too many pages or tools); never retried, never dropping the
 //     session; a too-large answer is always refused unless the request
 //     provably never left (or the caller gave up);
 //   - the Kind is one of the five.
@@ -82,6 +83,7 @@ func FuzzClassify(f *testing.F) {
 		{shape: 2, code: CodeOutcomeUnknown, overHTTP: true, posts: 1, status: 404, withSession: true},              // ... but the session was refused
 		{shape: 11, code: 307, overHTTP: true, posts: 1, status: 307, withSession: true},                            // a redirect to another origin, refused
 		{shape: 11, code: 303, overHTTP: true, posts: 1, status: 303, withSession: true},                            // ... after the request ran
+		{shape: 12, overHTTP: true, posts: 1, status: 200, withSession: true},                                       // a list the pool stopped
 	} {
 		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit, s.answer)
 	}
@@ -112,6 +114,11 @@ func FuzzClassify(f *testing.F) {
 			// A redirect is the answer to the request's own POST, over
 			// HTTP, and the recorder reads no body of an answer below 400.
 			overHTTP, posts, status, notWritten = true, max(posts, 1), re.Status, false
+			ev = evidence{overHTTP: overHTTP, posts: posts, status: status, withSession: withSession}
+		}
+		if errors.Is(err, ErrListTooLong) {
+			// The pool stops a list on a page the server answered.
+			posts, status, notWritten = max(posts, 1), http.StatusOK, false
 			ev = evidence{overHTTP: overHTTP, posts: posts, status: status, withSession: withSession}
 		}
 		v := classify(err, ev, ctxErr)
@@ -164,7 +171,7 @@ func FuzzClassify(f *testing.F) {
 		crossOrigin := errors.As(err, &redirect)
 		refusedWhole := answered4xx && tooLarge(status)
 		if v.kind == KindRefused {
-			if !refusedWhole && (!crossOrigin || redirect.Status == http.StatusSeeOther) {
+			if !refusedWhole && !errors.Is(err, ErrListTooLong) && (!crossOrigin || redirect.Status == http.StatusSeeOther) {
 				t.Fatalf("KindRefused (nothing ran) without proof: %v, %+v", err, ev)
 			}
 			if refusedWhole && !crossOrigin && v.cause != ErrTooLarge {
@@ -199,7 +206,7 @@ func FuzzClassify(f *testing.F) {
 func fuzzError(shape uint8, code int64) error {
 	rpc := &jsonrpc.Error{Code: code, Message: "from the server"}
 	rejected := &jsonrpc.Error{Code: codeRejectedByTransport, Message: "rejected by transport"}
-	switch shape % 12 {
+	switch shape % 13 {
 	case 0:
 		return fmt.Errorf("calling %q: %w", "tools/call", mcp.ErrConnectionClosed)
 	case 1:
@@ -225,6 +232,9 @@ func fuzzError(shape uint8, code int64) error {
 		// (origin.go), as go-sdk wraps a failed Do; code is the status.
 		re := &RedirectError{Status: int(code), From: "http://127.0.0.1:1", To: "http://127.0.0.1:2"}
 		return fmt.Errorf("sending \"tools/call\": %w: %w", rejected, &url.Error{Op: "Post", URL: "http://127.0.0.1:2/mcp", Err: re})
+	case 12:
+		// A list the pool stopped (list.go), every page answered.
+		return &ListError{Server: "a", Method: "tools/list", Pages: 3, Items: 3, Why: "a cursor loop"}
 	default:
 		// go-sdk's error for an error answer it could not decode (a
 		// JSON-RPC error with a null id): the status text, and the session

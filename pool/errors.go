@@ -29,9 +29,10 @@ const (
 	// reason that sending it again does not change: the server refused it
 	// as too large (HTTP 413, 414 or 431: ErrTooLarge; Status and Body say
 	// what the server said), or the pool would not follow the server's
-	// redirect to another origin (a *RedirectError, ErrCrossOriginRedirect).
-	// Nothing ran, the session is kept, and the pool never sends the
-	// request again, keyed or not.
+	// redirect to another origin (a *RedirectError, ErrCrossOriginRedirect),
+	// or the pool stopped a list whose pages do not end or that holds more
+	// than it keeps (a *ListError, ErrListTooLong). Nothing ran, the session
+	// is kept, and the pool never sends the request again, keyed or not.
 	KindRefused
 )
 

@@ -208,7 +208,9 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 
 // ListTools lists all of srv's tools (every page), from the per-key cache
 // when it is fresh. The cache goes with the session, and is dropped on
-// notifications/tools/list_changed and after Options.ToolsTTL.
+// notifications/tools/list_changed and after Options.ToolsTTL. A server
+// with more than 2,000 tools, or whose pages do not end, gets a KindRefused
+// error wrapping a *ListError (list.go).
 func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	err := p.do(ctx, srv, "tools/list", "", func(a *attempt, e *entry) error {
@@ -220,18 +222,15 @@ func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) 
 		// Each page is a request of its own with its own probe, so that a
 		// 404 to page 2 is evidence about page 2. A retry lists again from
 		// the first page, on the new session.
-		var all []*mcp.Tool
-		params := &mcp.ListToolsParams{}
-		for {
-			res, err := e.cs.ListTools(a.request(), params)
+		all, err := listAll(srv, "tools/list", maxToolsPerServer, func(cursor string) ([]*mcp.Tool, string, error) {
+			res, err := e.cs.ListTools(a.request(), &mcp.ListToolsParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return nil, "", err
 			}
-			all = append(all, res.Tools...)
-			if res.NextCursor == "" {
-				break
-			}
-			params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+			return res.Tools, res.NextCursor, nil
+		})
+		if err != nil {
+			return err
 		}
 		if p.opts.ToolsTTL > 0 {
 			e.storeTools(all, time.Now(), ver)

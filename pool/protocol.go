@@ -10,25 +10,21 @@ import (
 // the same sessions, evidence, invalidation and retry rules as CallTool. The
 // list methods return every page; each page is a request with a probe of its
 // own, and a retry lists again from the first page on the new session (a
-// cursor belongs to the session that issued it).
+// cursor belongs to the session that issued it). Every list is bounded
+// (list.go): a cursor loop or more than maxListPages pages fails it.
 
 // ListResources lists all of srv's resources (every page).
 func (p *Pool) ListResources(ctx context.Context, srv *Server) ([]*mcp.Resource, error) {
 	var all []*mcp.Resource
-	err := p.do(ctx, srv, "resources/list", "", func(a *attempt, e *entry) error {
-		all = nil
-		params := &mcp.ListResourcesParams{}
-		for {
-			res, err := e.cs.ListResources(a.request(), params)
+	err := p.do(ctx, srv, "resources/list", "", func(a *attempt, e *entry) (err error) {
+		all, err = listAll(srv, "resources/list", 0, func(cursor string) ([]*mcp.Resource, string, error) {
+			res, err := e.cs.ListResources(a.request(), &mcp.ListResourcesParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return nil, "", err
 			}
-			all = append(all, res.Resources...)
-			if res.NextCursor == "" {
-				return nil
-			}
-			params = &mcp.ListResourcesParams{Cursor: res.NextCursor}
-		}
+			return res.Resources, res.NextCursor, nil
+		})
+		return err
 	})
 	return all, err
 }
@@ -36,20 +32,15 @@ func (p *Pool) ListResources(ctx context.Context, srv *Server) ([]*mcp.Resource,
 // ListResourceTemplates lists all of srv's resource templates (every page).
 func (p *Pool) ListResourceTemplates(ctx context.Context, srv *Server) ([]*mcp.ResourceTemplate, error) {
 	var all []*mcp.ResourceTemplate
-	err := p.do(ctx, srv, "resources/templates/list", "", func(a *attempt, e *entry) error {
-		all = nil
-		params := &mcp.ListResourceTemplatesParams{}
-		for {
-			res, err := e.cs.ListResourceTemplates(a.request(), params)
+	err := p.do(ctx, srv, "resources/templates/list", "", func(a *attempt, e *entry) (err error) {
+		all, err = listAll(srv, "resources/templates/list", 0, func(cursor string) ([]*mcp.ResourceTemplate, string, error) {
+			res, err := e.cs.ListResourceTemplates(a.request(), &mcp.ListResourceTemplatesParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return nil, "", err
 			}
-			all = append(all, res.ResourceTemplates...)
-			if res.NextCursor == "" {
-				return nil
-			}
-			params = &mcp.ListResourceTemplatesParams{Cursor: res.NextCursor}
-		}
+			return res.ResourceTemplates, res.NextCursor, nil
+		})
+		return err
 	})
 	return all, err
 }
@@ -68,20 +59,15 @@ func (p *Pool) ReadResource(ctx context.Context, srv *Server, params *mcp.ReadRe
 // ListPrompts lists all of srv's prompts (every page).
 func (p *Pool) ListPrompts(ctx context.Context, srv *Server) ([]*mcp.Prompt, error) {
 	var all []*mcp.Prompt
-	err := p.do(ctx, srv, "prompts/list", "", func(a *attempt, e *entry) error {
-		all = nil
-		params := &mcp.ListPromptsParams{}
-		for {
-			res, err := e.cs.ListPrompts(a.request(), params)
+	err := p.do(ctx, srv, "prompts/list", "", func(a *attempt, e *entry) (err error) {
+		all, err = listAll(srv, "prompts/list", 0, func(cursor string) ([]*mcp.Prompt, string, error) {
+			res, err := e.cs.ListPrompts(a.request(), &mcp.ListPromptsParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return nil, "", err
 			}
-			all = append(all, res.Prompts...)
-			if res.NextCursor == "" {
-				return nil
-			}
-			params = &mcp.ListPromptsParams{Cursor: res.NextCursor}
-		}
+			return res.Prompts, res.NextCursor, nil
+		})
+		return err
 	})
 	return all, err
 }
