@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -223,7 +224,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	}
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond)), true
+			return duration(ms, time.Millisecond), true
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -231,12 +232,21 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second)), true
+		return duration(s, time.Second), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, t.Sub(now)), true
 	}
 	return 0, false
+}
+
+// duration is n units, saturating: an endpoint's "1e300" or "Inf" is a
+// very long wait, never an overflow into a negative one.
+func duration(n float64, unit time.Duration) time.Duration {
+	if d := n * float64(unit); d < float64(math.MaxInt64) {
+		return time.Duration(d)
+	}
+	return math.MaxInt64
 }
 
 // backoff is the wait before retry n (from 0) when the endpoint asked for

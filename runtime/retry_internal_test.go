@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -94,6 +95,9 @@ func TestRetryAfter(t *testing.T) {
 		{"Retry-After", "soon", 0, false},
 		{"Retry-After", "-3", 0, false},
 		{"Retry-After-Ms", "1500", 1500 * time.Millisecond, true},
+		{"Retry-After", "1e300", math.MaxInt64, true},
+		{"Retry-After-Ms", "Inf", math.MaxInt64, true},
+		{"Retry-After", "NaN", 0, false},
 		{"X-Other", "2", 0, false},
 	} {
 		h := http.Header{}

@@ -2,9 +2,12 @@ package runtime
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sashabaranov/go-openai"
 )
 
 func TestNormalizeResponse(t *testing.T) {
@@ -58,3 +61,31 @@ func TestNormalizeBounded(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// FuzzNormalizeResponse: whatever a server sends, normalizeResponse does
+// not panic; what it rewrites is JSON that go-openai decodes, with every
+// tool call's arguments a string.
+func FuzzNormalizeResponse(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"message":{"tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}}]}`,
+		`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":null}},{"function":{"arguments":"{}"}}]}}]}`,
+		`{"error":{"code":502,"message":"x"}}`,
+		`{"Choices":[{"Message":{"Tool_Calls":[{"Function":{"Arguments":[1]}}]}}]}`,
+		`[]`, `null`, `{"choices":null}`, `{"choices":[{"message":null}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, status := normalizeResponse(body)
+		if status != 0 && (status < 400 || status > 599) {
+			t.Fatalf("status %d is no error status", status)
+		}
+		if bytes.Equal(out, body) {
+			return
+		}
+		var resp openai.ChatCompletionResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatalf("rewrote %s into %s, which go-openai cannot decode: %v", body, out, err)
+		}
+	})
+}
