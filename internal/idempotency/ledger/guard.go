@@ -310,8 +310,7 @@ func (g *Guard) enter(ctx context.Context, key, tool string) (release func(), er
 func (g *Guard) answer(rec *Record, key, fp string) (mcp.Result, error) {
 	if rec.Fingerprint != fp {
 		g.conflicts.Add(1)
-		return nil, &jsonrpc.Error{Code: idempotency.CodeConflict, Message: fmt.Sprintf(
-			"idempotency key %q was first used for a different request (tool %s, other arguments or another caller); nothing ran", key, rec.Tool)}
+		return nil, conflictError(key)
 	}
 	switch {
 	case rec.State == StateDone:
@@ -334,6 +333,19 @@ func (g *Guard) answer(rec *Record, key, fp string) (mcp.Result, error) {
 		g.stillRunning.Add(1)
 		return nil, stillRunningError(key, rec.Tool, g.wait)
 	}
+}
+
+// conflictError refuses key for a call whose fingerprint differs from the
+// recorded one. The fingerprint covers the caller's credential, so the
+// caller may be somebody else than the one who used the key: the message
+// says only that the key cannot be used for this call, the same whether
+// the tool, the arguments or the credential differ, and never names the
+// recorded call's tool or when it ran. (The code still tells the caller
+// that it cannot use the key, as any refusal would; what the key was used
+// for stays with whoever used it.)
+func conflictError(key string) error {
+	return &jsonrpc.Error{Code: idempotency.CodeConflict, Message: fmt.Sprintf(
+		"idempotency key %q cannot be used for this call; nothing ran (send every new call with a new key)", key)}
 }
 
 func stillRunningError(key, tool string, waited time.Duration) error {

@@ -33,6 +33,7 @@ type rig struct {
 	ledger *ledger.Ledger
 	guard  *ledger.Guard
 	cs     *mcp.ClientSession
+	url    string   // the server's endpoint, for more clients
 	runs   sync.Map // id -> *atomic.Int64
 	gate   chan struct{}
 	enter  chan string
@@ -72,7 +73,7 @@ func newRig(t *testing.T, path string, opts *ledger.Options) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cs = cs
+	r.cs, r.url = cs, ts.URL
 	t.Cleanup(func() {
 		cs.Close()
 		ts.Close()

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,10 +118,15 @@ CREATE TABLE IF NOT EXISTS ledger_meta (name TEXT PRIMARY KEY, value INTEGER NOT
 `
 
 // Open opens (creating if needed) the ledger at path. Calls a previous
-// process left running are marked interrupted.
+// process left running are marked interrupted. A directory Open creates is
+// 0700, and the database and its -wal, -shm and -journal files are 0600,
+// also when they existed with a looser mode (see secureFiles).
 func Open(path string, opts *Options) (*Ledger, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open idempotency ledger: path %q must not contain '?' or '#'", path)
+	}
+	if err := secureFiles(path); err != nil {
+		return nil, fmt.Errorf("open idempotency ledger %s: %w", path, err)
 	}
 	// synchronous=FULL: a record is durable before the call it records
 	// runs, and a result before it is answered.
@@ -132,7 +140,58 @@ func Open(path string, opts *Options) (*Ledger, error) {
 		db.Close()
 		return nil, fmt.Errorf("open idempotency ledger %s: %w", path, err)
 	}
+	// SQLite gives the files it creates the database's mode, but whatever
+	// created them (an older version, another tool) is not trusted with it.
+	if err := tightenSidecars(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open idempotency ledger %s: %w", path, err)
+	}
 	return l, nil
+}
+
+// The ledger holds every keyed call's arguments' fingerprint and its whole
+// result: what one caller's tools returned, readable by any local user at
+// 0644 (and a result may carry a secret). So it is kept as tokenstore and
+// packrat keep theirs: files 0600, whatever the umask, and a directory that
+// Open creates 0700. A directory that already exists keeps its mode: it
+// may be shared (the agent server makes its data directory 0700 itself,
+// agentserver.prepareDataDir), and changing the mode of a directory the
+// ledger does not own is not the ledger's business.
+
+// sidecars are the files SQLite keeps next to a database.
+var sidecars = []string{"-wal", "-shm", "-journal"}
+
+// secureFiles prepares path for the ledger before SQLite opens it: its
+// directory exists (created 0700), the database exists with mode 0600 from
+// its first byte (created here, not by SQLite, whose default is 0644 less
+// the umask), and files left by an earlier process are made 0600.
+func secureFiles(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating its directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600) // an existing file keeps its mode through OpenFile
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("making it 0600: %w", err)
+	}
+	return tightenSidecars(path)
+}
+
+// tightenSidecars makes path's -wal, -shm and -journal files 0600 where
+// they exist.
+func tightenSidecars(path string) error {
+	for _, suffix := range sidecars {
+		if err := os.Chmod(path+suffix, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("making %s 0600: %w", filepath.Base(path+suffix), err)
+		}
+	}
+	return nil
 }
 
 func (l *Ledger) init(ctx context.Context) error {
