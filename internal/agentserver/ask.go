@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime"
@@ -35,6 +38,9 @@ type asker struct {
 	def     *agentdef.Definition
 	logger  *slog.Logger
 	metrics *serverMetrics // set once by New, before any call
+	// secrets are the credentials the agent's tools/mcp.json configures
+	// (configuredSecrets), scrubbed from everything the ask tool sends.
+	secrets []string
 	// modelTimeout is runtime.Options.ModelTimeout; set once by New.
 	modelTimeout time.Duration
 
@@ -54,7 +60,7 @@ type asker struct {
 }
 
 func newAsker(def *agentdef.Definition, p *pool.Pool, logger *slog.Logger) *asker {
-	return &asker{def: def, logger: logger, pool: p}
+	return &asker{def: def, logger: logger, pool: p, secrets: configuredSecrets(def, os.Environ())}
 }
 
 func (a *asker) register(s *mcp.Server) {
@@ -94,9 +100,12 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		}()
 	}
 
-	report, stopReporting := progressReporter(ctx, req, a.logger)
+	rawReport, stopReporting := progressReporter(ctx, req, a.logger)
 	defer stopReporting()
-	if report != nil {
+	if rawReport != nil {
+		// Every message goes to the caller: an unavailable sibling's error
+		// names its URL, and a delegation's error what the server said.
+		report := func(msg string) { rawReport(a.scrub(msg)) }
 		report(fmt.Sprintf("agent %s: working on the task (run %s)", name, chain.RunID))
 		// Each delegation of the turn, as it starts and as it finishes,
 		// reaches the caller as one progress message: a delegation.Event
@@ -115,7 +124,7 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 
 	agent, err := a.runtimeAgent()
 	if err != nil {
-		return toolError("%s", namedErr(name, err)), nil, nil
+		return toolError("%s", a.scrub(namedErr(name, err))), nil, nil
 	}
 	res, err := agent.Run(ctx, in.Task, chain)
 	if a.metrics != nil && res != nil {
@@ -125,14 +134,14 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		a.logger.InfoContext(ctx, "ask failed", "run", chain.RunID, "err", err)
 		// The structured result still says what the turn did before it
 		// ended, and why (res.Reason, res.Delegations).
-		r := toolError("%s", namedErr(name, err))
+		r := toolError("%s", a.scrub(namedErr(name, err)))
 		if res == nil {
 			return r, nil, nil
 		}
 		if res.Reason == "" {
 			res.Reason = err.Error()
 		}
-		return r, res, nil
+		return r, a.scrubResult(res), nil
 	}
 	// The structured result (runtime.Result) lists every delegation: the
 	// caller's client may handle the last progress notifications after the
@@ -147,8 +156,69 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 	}
 	return &mcp.CallToolResult{
 		IsError: res.Status != runtime.StatusAnswered,
-		Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(text)}},
-	}, res, nil
+		Content: []mcp.Content{&mcp.TextContent{Text: a.scrub(strings.TrimSpace(text))}},
+	}, a.scrubResult(res), nil
+}
+
+// The ask tool's result, its errors and its progress messages go to every
+// caller, and a turn's text is built from errors that quote configured
+// values: an unavailable sibling's error holds its URL, query and all,
+// with the ${VAR}s of tools/mcp.json expanded. The logs redact them, so
+// does everything the ask tool sends: the same logging.Scrub (the
+// environment's credentials, what follows a credential's name in a URL or
+// an Authorization-like phrase, OpenAI-style keys), with the credentials
+// the agent's own tools/mcp.json configures added.
+
+// scrub redacts s.
+func (a *asker) scrub(s string) string { return logging.Scrub(s, a.secrets...) }
+
+// scrubResult returns res as the JSON object the caller receives, every
+// string in it redacted: every field, those a later Result grows too.
+func (a *asker) scrubResult(res *runtime.Result) any {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil // a Result always marshals; without it the text still says it all
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil
+	}
+	secrets := append(logging.SecretsFromEnv(os.Environ()), a.secrets...)
+	var walk func(any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case string:
+			return logging.Scrub(t, secrets...)
+		case []any:
+			for i := range t {
+				t[i] = walk(t[i])
+			}
+		case map[string]any:
+			for k, e := range t {
+				t[k] = walk(e)
+			}
+		}
+		return v
+	}
+	return walk(v)
+}
+
+// configuredSecrets returns the values in def's tools/mcp.json that are, or
+// may be, credentials (logging.ServerSecrets for each server, and its OAuth
+// client secret), for scrub.
+func configuredSecrets(def *agentdef.Definition, environ []string) []string {
+	if def == nil || def.MCP == nil {
+		return nil
+	}
+	var out []string
+	for _, srv := range def.MCP.Servers {
+		out = append(out, logging.ServerSecrets(srv.URL, srv.Headers, srv.Env, environ)...)
+		if srv.OAuth != nil && srv.OAuth.ClientSecret != "" {
+			out = append(out, srv.OAuth.ClientSecret)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // runtimeAgent returns the agent's turn loop, making it (and its pool) on

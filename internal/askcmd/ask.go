@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,23 @@ type askResult struct {
 	Delegations []delegation.Event `json:"delegations"`
 }
 
+// scrubbed returns o with the credentials in its text redacted, as shown
+// does for the terminal: the agent's text quotes errors, and an error can
+// quote a configured URL. Its other characters are left to the JSON
+// encoder, which escapes every C0 control.
+func (o output) scrubbed() output {
+	o.Answer, o.Reason, o.Error = logging.Scrub(o.Answer), logging.Scrub(o.Reason), logging.Scrub(o.Error)
+	o.Unavailable = slices.Clone(o.Unavailable)
+	for i, u := range o.Unavailable {
+		o.Unavailable[i] = logging.Scrub(u)
+	}
+	o.Delegations = slices.Clone(o.Delegations)
+	for i := range o.Delegations {
+		o.Delegations[i].Message = logging.Scrub(o.Delegations[i].Message)
+	}
+	return o
+}
+
 // exitFor maps a turn's status to the command's exit code (see usage).
 func exitFor(s runtime.Status) int {
 	switch s {
@@ -78,11 +96,11 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		out.ExitCode = code
 		if cfg.json {
 			out.Error = err.Error()
-			writeJSON(stdout, out)
+			writeJSON(stdout, out.scrubbed())
 		}
 		// The error may carry what a server wrote (a tool's error, the
 		// agent's refusal): inert on the terminal, as every such text.
-		fmt.Fprintf(stderr, "switchboard ask: %s\n", logging.Printable(err.Error()))
+		fmt.Fprintf(stderr, "switchboard ask: %s\n", shown(err.Error()))
 		return code
 	}
 	ended := func() (int, error, bool) {
@@ -183,18 +201,18 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		failSpan(span, errors.New(final.Reason))
 	}
 	if cfg.json {
-		writeJSON(stdout, out)
+		writeJSON(stdout, out.scrubbed())
 	} else {
 		// The answer is the model's, made of what servers returned: inert,
 		// its lines and tabs kept. --json leaves it as it is (the encoder
 		// escapes every C0 control; a program reads it, not a terminal).
-		answer := strings.TrimRight(logging.Printable(out.Answer), "\n")
+		answer := strings.TrimRight(shown(out.Answer), "\n")
 		if answer != "" {
 			fmt.Fprintln(stdout, answer)
 		}
 	}
 	if code != exitOK {
-		fmt.Fprintf(stderr, "switchboard ask: %s (exit %d)\n", logging.Printable(out.Reason), code)
+		fmt.Fprintf(stderr, "switchboard ask: %s (exit %d)\n", shown(out.Reason), code)
 	}
 	return code
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/agentserver"
-	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // This file answers a server's elicitation/create (forwarded by the
@@ -103,7 +102,7 @@ func writeFrame(w io.Writer, agent string, p *mcp.ElicitParams) {
 // writeRuled writes text (another party's) inert, each of its lines under
 // the rule.
 func writeRuled(w io.Writer, text string) {
-	for line := range strings.SplitSeq(logging.Printable(text), "\n") {
+	for line := range strings.SplitSeq(shown(text), "\n") {
 		fmt.Fprintf(w, "%s%s\n", rule, line)
 	}
 }
@@ -116,9 +115,9 @@ const rule = "│ "
 // server says, and are shown as its claim.
 func whoAsks(agent string, hops []agentserver.ElicitHop) string {
 	if len(hops) == 0 || hops[0].Server == "" {
-		return fmt.Sprintf("a server of agent %q (the agent did not say which)", logging.PrintableLine(agent))
+		return fmt.Sprintf("a server of agent %q (the agent did not say which)", shownLine(agent))
 	}
-	who := fmt.Sprintf("server %q of agent %q", logging.PrintableLine(hops[0].Server), logging.PrintableLine(agent))
+	who := fmt.Sprintf("server %q of agent %q", shownLine(hops[0].Server), shownLine(agent))
 	if len(hops) == 1 {
 		return who
 	}
@@ -126,9 +125,9 @@ func whoAsks(agent string, hops []agentserver.ElicitHop) string {
 	for _, h := range hops[1:] {
 		server := "a server it did not name"
 		if h.Server != "" {
-			server = fmt.Sprintf("server %q", logging.PrintableLine(h.Server))
+			server = fmt.Sprintf("server %q", shownLine(h.Server))
 		}
-		claimed = append(claimed, fmt.Sprintf("%s of agent %q", server, logging.PrintableLine(h.Agent)))
+		claimed = append(claimed, fmt.Sprintf("%s of agent %q", server, shownLine(h.Agent)))
 	}
 	return fmt.Sprintf("%s, forwarding (it says) for %s,", who, strings.Join(claimed, ", for "))
 }
@@ -212,7 +211,7 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 	if t, ok := prop["title"].(string); ok && t != "" {
 		label = t + " (" + name + ")"
 	}
-	label = logging.PrintableLine(label)
+	label = shownLine(label)
 	hint := typ
 	if typ == "boolean" {
 		hint = "y/n"
@@ -226,9 +225,9 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 	} else if required {
 		hint += ", required"
 	}
-	hint = logging.PrintableLine(hint)
+	hint = shownLine(hint)
 	desc, _ := prop["description"].(string)
-	desc = logging.PrintableLine(desc)
+	desc = shownLine(desc)
 	for {
 		if desc != "" {
 			fmt.Fprintf(e.out, "%s%s: %s [%s]: ", rule, label, desc, hint)
@@ -244,7 +243,7 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 			}
 			line = strings.TrimSpace(l)
 			if e.echo {
-				fmt.Fprintln(e.out, logging.PrintableLine(line)) // a terminal has echoed it already
+				fmt.Fprintln(e.out, shownLine(line)) // a terminal has echoed it already
 			}
 		case <-ctx.Done():
 			fmt.Fprintln(e.out)
@@ -257,12 +256,12 @@ func (e *elicitor) field(ctx context.Context, name string, prop map[string]any, 
 			if !required {
 				return nil, nil
 			}
-			fmt.Fprintf(e.out, "· %s is required\n", logging.PrintableLine(name))
+			fmt.Fprintf(e.out, "· %s is required\n", shownLine(name))
 			continue
 		}
 		v, err := parseAnswer(typ, prop, line)
 		if err != nil {
-			fmt.Fprintf(e.out, "· %s\n", logging.PrintableLine(err.Error()))
+			fmt.Fprintf(e.out, "· %s\n", shownLine(err.Error()))
 			continue
 		}
 		return v, nil

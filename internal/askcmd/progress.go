@@ -11,7 +11,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/delegation"
-	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/pool"
 )
 
@@ -49,7 +48,7 @@ func (p *printer) progress(n *mcp.ProgressNotificationParams) {
 	var ev delegation.Event
 	if err := json.Unmarshal([]byte(n.Message), &ev); err != nil || ev.Phase == "" {
 		p.notes = append(p.notes, n.Message)
-		fmt.Fprintf(p.w, "· %s\n", logging.PrintableLine(n.Message))
+		fmt.Fprintf(p.w, "· %s\n", shownLine(n.Message))
 		return
 	}
 	if ev.Phase == delegation.PhaseFinish {
@@ -67,7 +66,7 @@ func (p *printer) note(msg string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.done {
-		fmt.Fprintf(p.w, "· %s\n", logging.PrintableLine(msg)) // it may quote the studio's record of a server
+		fmt.Fprintf(p.w, "· %s\n", shownLine(msg)) // it may quote the studio's record of a server
 	}
 }
 
@@ -81,7 +80,7 @@ func (p *printer) stop(final askResult) []delegation.Event {
 	p.done = true
 	for _, u := range final.Unavailable {
 		if !slices.ContainsFunc(p.notes, func(n string) bool { return strings.Contains(n, u) }) {
-			fmt.Fprintf(p.w, "· unavailable: %s\n", logging.PrintableLine(u))
+			fmt.Fprintf(p.w, "· unavailable: %s\n", shownLine(u))
 		}
 	}
 	return p.stopEvents(final.Delegations)
@@ -115,7 +114,7 @@ func eventKey(ev delegation.Event) string {
 //	12:00:01.170 ✗ abacus.calculate 3ms: rpc -32042 quota exceeded
 func eventLine(ev delegation.Event) string {
 	at := ev.Time.Local().Format("15:04:05.000")
-	what := logging.PrintableLine(ev.Agent + "." + ev.Tool)
+	what := shownLine(ev.Agent + "." + ev.Tool)
 	if ev.Phase == delegation.PhaseStart {
 		return fmt.Sprintf("%s → %s", at, what)
 	}
@@ -131,9 +130,9 @@ func eventLine(ev delegation.Event) string {
 	case delegation.Outcome(pool.KindOutcomeUnknown.String()):
 		b.WriteString(": outcome unknown: the tool may have run; not retried")
 	default:
-		fmt.Fprintf(&b, ": %s", logging.PrintableLine(strings.ReplaceAll(string(ev.Outcome), "_", " ")))
+		fmt.Fprintf(&b, ": %s", shownLine(strings.ReplaceAll(string(ev.Outcome), "_", " ")))
 		if ev.Code != 0 || ev.Message != "" {
-			fmt.Fprintf(&b, " %d %s", ev.Code, logging.PrintableLine(ev.Message))
+			fmt.Fprintf(&b, " %d %s", ev.Code, shownLine(ev.Message))
 		}
 	}
 	switch {

@@ -3,6 +3,8 @@ package askcmd
 import (
 	"io"
 	"os"
+
+	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // isTerminal reports whether r is a terminal: a file whose terminal
@@ -14,3 +16,12 @@ func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && f != nil && isTerminalFd(f.Fd())
 }
+
+// shown is text another party wrote (a server, the agent, the model) as ask
+// prints it: credentials redacted as in the logs (logging.Scrub: an
+// unavailable sibling's error quotes its URL, ${VAR}s expanded), and inert
+// on a terminal (logging.Printable).
+func shown(s string) string { return logging.Printable(logging.Scrub(s)) }
+
+// shownLine is shown for what must stay on one line.
+func shownLine(s string) string { return logging.PrintableLine(logging.Scrub(s)) }
