@@ -212,7 +212,7 @@ type authenticator struct {
 }
 
 func newAuthenticator(base http.RoundTripper, srv *Server, opts *OAuthOptions, log *slog.Logger) *authenticator {
-	a := &authenticator{key: authKey(srv), name: srv.Name, cfg: srv.OAuth, log: log, client: &http.Client{Transport: base, Timeout: 30 * time.Second}}
+	a := &authenticator{key: authKey(srv), name: srv.Name, cfg: srv.OAuth, log: log, client: &http.Client{Transport: base, Timeout: 30 * time.Second, CheckRedirect: checkCredentialRedirect}}
 	if opts == nil {
 		opts = &OAuthOptions{}
 	}

@@ -24,7 +24,9 @@ package pool
 // Two checks, so that neither alone is load-bearing: the http.Client's
 // CheckRedirect refuses the redirect before anything is sent to the other
 // origin, and the recorder adds configured headers only to requests for the
-// configured origin (and the OAuth transport its token likewise).
+// configured origin (and the OAuth transport its token likewise). The
+// OAuth client's own requests to authorization servers follow the same
+// rule for what they carry (checkCredentialRedirect).
 
 import (
 	"errors"
@@ -131,4 +133,29 @@ func checkRedirect(home origin) func(*http.Request, []*http.Request) error {
 		}
 		return nil
 	}
+}
+
+// checkCredentialRedirect is the CheckRedirect of the pool's OAuth client,
+// which talks to authorization servers (metadata, tokens, registration).
+// A token request carries credentials in its body (a client secret, a
+// refresh token, a code and its verifier) or in Authorization
+// (client_secret_basic); net/http re-sends the body on a 307 or 308, and
+// keeps Authorization on a redirect to another port of the same host. So a
+// redirect to another origin than the request's first is refused when it
+// would carry either; a metadata GET, which carries neither, is followed as
+// net/http does.
+func checkCredentialRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	from, to := originOf(via[0].URL), originOf(req.URL)
+	hasBody := req.GetBody != nil || req.Body != nil && req.Body != http.NoBody
+	if to != from && (hasBody || req.Header.Get("Authorization") != "") {
+		status := 0
+		if req.Response != nil {
+			status = req.Response.StatusCode
+		}
+		return &RedirectError{Status: status, From: from.String(), To: to.String()}
+	}
+	return nil
 }

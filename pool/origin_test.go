@@ -3,10 +3,13 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +227,90 @@ func TestOrigin(t *testing.T) {
 	}
 	if got := originOfURL("http://[::1]:9/mcp").String(); got != "http://[::1]:9" {
 		t.Errorf("origin of an IPv6 URL: %q", got)
+	}
+}
+
+// An authorization server whose token endpoint answers 307 to another
+// origin does not get the client's secret sent there: net/http would
+// re-send the token request's body (client_secret_post) to the other
+// origin, and keep client_secret_basic's Authorization on another port of
+// the same host. The grant fails instead, and the other origin sees
+// nothing.
+func TestTokenRequestRedirectKeepsSecretHome(t *testing.T) {
+	for _, method := range []string{AuthMethodPost, AuthMethodBasic} {
+		t.Run(method, func(t *testing.T) {
+			other := newElsewhere(t)
+			asMux := http.NewServeMux()
+			as := httptest.NewServer(asMux)
+			t.Cleanup(as.Close)
+			asMux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":%q,"token_endpoint":%q,"response_types_supported":["code"],"code_challenge_methods_supported":["S256"],"token_endpoint_auth_methods_supported":[%q]}`,
+					as.URL, as.URL+"/authorize", as.URL+"/token", method)
+			})
+			var tokenRequests atomic.Int32
+			asMux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+				tokenRequests.Add(1)
+				redirectTo(w, r, other.URL, http.StatusTemporaryRedirect)
+			})
+			mcpMux := http.NewServeMux()
+			rs := httptest.NewServer(mcpMux)
+			t.Cleanup(rs.Close)
+			prm := rs.URL + "/.well-known/oauth-protected-resource/mcp"
+			mcpMux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, rs.URL+"/mcp", as.URL)
+			})
+			mcpMux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, prm))
+				http.Error(w, "token required", http.StatusUnauthorized)
+			})
+
+			p := newTestPool(t, &Options{OAuth: &OAuthOptions{TokenDir: t.TempDir()}})
+			srv := &Server{Name: "jobs", URL: rs.URL + "/mcp", ProtocolVersion: Protocol20251125, OAuth: &OAuthConfig{
+				Grant: GrantClientCredentials, ClientID: "agent-1", ClientSecret: "client-secret", TokenEndpointAuthMethod: method}}
+			if _, err := call(context.Background(), p, srv, "echo", "x"); err == nil {
+				t.Fatal("the call succeeded without a token")
+			}
+			if tokenRequests.Load() == 0 {
+				t.Fatal("no token request was made: the test tests nothing")
+			}
+			if got := other.requests(); len(got) != 0 {
+				t.Fatalf("the other origin got %d requests, the first with headers %v", len(got), got[0])
+			}
+		})
+	}
+}
+
+// The OAuth client's redirect rule: another origin only for what carries
+// no credential.
+func TestCheckCredentialRedirect(t *testing.T) {
+	first, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/token", strings.NewReader("client_secret=s"))
+	get := func(u string, h http.Header) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, u, nil)
+		if h != nil {
+			r.Header = h
+		}
+		return r
+	}
+	post, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:2/token", strings.NewReader("client_secret=s"))
+	for _, c := range []struct {
+		what    string
+		req     *http.Request
+		refused bool
+	}{
+		{"a body to another port", post, true},
+		{"Authorization to another port", get("http://127.0.0.1:2/x", http.Header{"Authorization": {"Basic x"}}), true},
+		{"a bare GET to another origin", get("http://127.0.0.1:2/.well-known/x", nil), false},
+		{"a body within the origin", func() *http.Request {
+			r := post.Clone(context.Background())
+			r.URL, _ = url.Parse("http://127.0.0.1:1/token2")
+			return r
+		}(), false},
+	} {
+		err := checkCredentialRedirect(c.req, []*http.Request{first})
+		if refused := errors.Is(err, ErrCrossOriginRedirect); refused != c.refused {
+			t.Errorf("%s: %v, want refused %v", c.what, err, c.refused)
+		}
 	}
 }
