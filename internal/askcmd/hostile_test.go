@@ -68,14 +68,28 @@ func newHostileServer(t *testing.T) *hostileServer {
 }
 
 // oracleStudio serves, on loopback, an agent named oracle (the builtin
-// model, "elicit": true) whose one sibling is at siblingURL, at the path a
-// studio routes it to, with /healthz: enough of a studio for ask, with the
-// real agent server forwarding elicitations.
+// model, "elicit": true) whose one sibling, "hostile", is at siblingURL
+// (mcpHeaders adds to its mcp.json entry), at the path a studio routes it
+// to, with /healthz: enough of a studio for ask, with the real agent server
+// forwarding elicitations.
 func oracleStudio(t *testing.T, siblingURL string, mcpHeaders string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "oracle")
-	writeFile(t, filepath.Join(dir, agentdef.MCPFile), `{"mcpServers": {"hostile": {"url": "`+siblingURL+`"`+mcpHeaders+`}}}`)
-	writeFile(t, filepath.Join(dir, agentdef.DefinitionFile), `{"name": "oracle", "description": "coordinator", "model": {"name": "builtin"}, "max_depth": 4, "elicit": true}`)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	mux.Handle("/api/agents/oracle/mcp", agentHandler(t, "oracle", `{"hostile": {"url": "`+siblingURL+`"`+mcpHeaders+`}}`))
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// agentHandler is the real agent server of an agent named name (the
+// builtin model, "elicit": true) whose siblings are mcpServers (an
+// mcp.json "mcpServers" object).
+func agentHandler(t *testing.T, name, mcpServers string) http.Handler {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	writeFile(t, filepath.Join(dir, agentdef.MCPFile), `{"mcpServers": `+mcpServers+`}`)
+	writeFile(t, filepath.Join(dir, agentdef.DefinitionFile), `{"name": "`+name+`", "description": "test agent", "model": {"name": "builtin"}, "max_depth": 4, "elicit": true}`)
 	def, err := agentdef.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -84,18 +98,14 @@ func oracleStudio(t *testing.T, siblingURL string, mcpHeaders string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
-	mux.Handle("/api/agents/oracle/mcp", s.Handler())
-	ts := httptest.NewServer(mux)
+	// Cleanups run last first: the test's servers close before this.
 	t.Cleanup(func() {
 		s.CloseSessions()
-		ts.Close()
 		if err := s.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	return ts.URL
+	return s.Handler()
 }
 
 // terminalActs matches what a terminal would act on: ESC, BEL, CR, other
@@ -149,6 +159,40 @@ func TestHostileServerCannotForgeThePrompt(t *testing.T) {
 	defer hostile.mu.Unlock()
 	if hostile.answer == nil || hostile.answer.Action != "accept" || hostile.answer.Content["value"] != "not my token" {
 		t.Errorf("the server got %+v, want the person's answer", hostile.answer)
+	}
+}
+
+// TestNestedAgentOriginIsShownAsAClaim: the hostile server is a sibling
+// of agent coord, which the oracle calls; the elicitation crosses both
+// agent servers. The frame names what the oracle knows (its server
+// "coord") as who asks, and what coord says (its server "hostile", and
+// beyond it the hostile server's own forged claim) as claims, in order.
+func TestNestedAgentOriginIsShownAsAClaim(t *testing.T) {
+	hostile := newHostileServer(t)
+	coord := httptest.NewServer(agentHandler(t, "coord", `{"hostile": {"url": "`+hostile.url+`"}}`))
+	// The oracle pins the session era to coord: a caller of the sessionless
+	// era cannot be asked during its call (agentserver.asker.elicit), and
+	// coord would decline for it.
+	t.Cleanup(coord.Close)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	mux.Handle("/api/agents/oracle/mcp", agentHandler(t, "oracle", `{"coord": {"url": "`+coord.URL+`", "protocolVersion": "2025-11-25"}}`))
+	studio := httptest.NewServer(mux)
+	t.Cleanup(studio.Close)
+
+	stderr := &proctest.SyncBuffer{}
+	var stdout strings.Builder
+	task := "ask " + delegation.ToolName("hostile", hostileTool)
+	code := Main(t.Context(), []string{"--studio", studio.URL, "--answer-elicitations-from-stdin", task}, strings.NewReader("no\n"), &stdout, stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, stderr, stdout.String())
+	}
+	const want = `? server "coord" of agent "oracle", forwarding (it says) for server "hostile" of agent "coord", for server "switchboard" of agent "studio", asks you:` + "\n"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks\n%s\nstderr:\n%s", want, stderr)
+	}
+	if loc := terminalActs.FindStringIndex(stderr.String() + stdout.String()); loc != nil {
+		t.Errorf("output holds a byte a terminal acts on at %d:\n%q", loc[0], stderr.String()+stdout.String())
 	}
 }
 
