@@ -102,6 +102,11 @@ type Agent struct {
 	opts    Options
 	log     *slog.Logger
 	retries int // resolved MaxRetries
+	// secrets are the values of the agent's mcp.json that are, or may be,
+	// credentials (mcpconfig.Config.Secrets): scrubbed from what the turn
+	// builds from configuration (the unavailable list, which goes into
+	// the system prompt, the Result and the notes).
+	secrets []string
 	// wait sleeps before a retry (sleep); tests replace it to see the
 	// waits without spending them.
 	wait func(context.Context, time.Duration) error
@@ -135,6 +140,7 @@ func New(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, 
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.model = resolveModel(def, &a.opts)
+	a.secrets = def.MCP.Secrets(os.Environ())
 	if a.opts.ModelTimeout <= 0 {
 		d, err := parseModelTimeout(a.opts.Getenv(EnvModelTimeout))
 		if err != nil && a.model.err == nil {

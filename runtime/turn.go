@@ -18,6 +18,7 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -104,7 +105,10 @@ func (a *Agent) Run(ctx context.Context, task string, chain delegation.Chain) (*
 	note := noteHandler(ctx)
 	unavailable := make([]string, 0, len(tools.Unavailable()))
 	for _, u := range tools.Unavailable() {
-		unavailable = append(unavailable, u.Error())
+		// A server's error names its URL, which may carry an expanded
+		// ${TOKEN}: the model, every MCP caller of ask and the person see
+		// this text, so it is scrubbed as logs are.
+		unavailable = append(unavailable, logging.Scrub(u.Error(), a.secrets...))
 	}
 	if tools.Len() == 0 && len(unavailable) == 0 {
 		// Nothing failed, and yet there is nothing to offer: say where the

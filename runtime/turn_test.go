@@ -220,6 +220,36 @@ func TestUnavailableSibling(t *testing.T) {
 	}
 }
 
+// TestUnavailableSiblingKeepsItsSecrets: a sibling's URL that carries a
+// credential (an expanded ${TOKEN} in its path, an api_key in its query)
+// and cannot be reached is named in the system prompt, the Result and the
+// notes without the credential (issue 27: the model got it verbatim).
+func TestUnavailableSiblingKeepsItsSecrets(t *testing.T) {
+	const pathSecret, querySecret = "ghp_pathSecretValue1234567890", "sk-querySecretValue1234567890"
+	t.Setenv("SWITCHBOARD_TEST_PATH_TOKEN", pathSecret)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL + "/" + pathSecret + "/mcp?api_key=" + querySecret
+	dead.Close()
+	var sys string
+	model := newScriptedModel(t, step{
+		check: func(t *testing.T, req *openai.ChatCompletionRequest) { sys = req.Messages[0].Content },
+		reply: openai.ChatCompletionMessage{Content: "abacus is down."},
+	})
+	a := newAgent(t, oracle(model.URL, &mcpconfig.Server{Name: "abacus", Type: "http", URL: deadURL}), nil)
+	res, err := a.Run(t.Context(), "what is 2+2", chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sys, `agent "abacus"`) || len(res.Unavailable) != 1 {
+		t.Fatalf("system prompt %q, unavailable %q: want abacus named", sys, res.Unavailable)
+	}
+	for what, text := range map[string]string{"system prompt": sys, "unavailable": strings.Join(res.Unavailable, "\n"), "reason": res.Reason} {
+		if strings.Contains(text, pathSecret) || strings.Contains(text, querySecret) {
+			t.Errorf("%s carries a configured secret: %q", what, text)
+		}
+	}
+}
+
 // TestStalledModelEndpoint: an endpoint that accepts the request and never
 // answers fails the turn within the model deadline, with an error naming
 // the endpoint, the step and the deadline.

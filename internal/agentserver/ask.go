@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +38,7 @@ type asker struct {
 	logger  *slog.Logger
 	metrics *serverMetrics // set once by New, before any call
 	// secrets are the credentials the agent's tools/mcp.json configures
-	// (configuredSecrets), scrubbed from everything the ask tool sends.
+	// (mcpconfig.Config.Secrets), scrubbed from everything the ask tool sends.
 	secrets []string
 	// modelTimeout is runtime.Options.ModelTimeout; set once by New.
 	modelTimeout time.Duration
@@ -60,7 +59,7 @@ type asker struct {
 }
 
 func newAsker(def *agentdef.Definition, p *pool.Pool, logger *slog.Logger) *asker {
-	return &asker{def: def, logger: logger, pool: p, secrets: configuredSecrets(def, os.Environ())}
+	return &asker{def: def, logger: logger, pool: p, secrets: def.MCP.Secrets(os.Environ())}
 }
 
 func (a *asker) register(s *mcp.Server) {
@@ -201,24 +200,6 @@ func (a *asker) scrubResult(res *runtime.Result) any {
 		return v
 	}
 	return walk(v)
-}
-
-// configuredSecrets returns the values in def's tools/mcp.json that are, or
-// may be, credentials (logging.ServerSecrets for each server, and its OAuth
-// client secret), for scrub.
-func configuredSecrets(def *agentdef.Definition, environ []string) []string {
-	if def == nil || def.MCP == nil {
-		return nil
-	}
-	var out []string
-	for _, srv := range def.MCP.Servers {
-		out = append(out, logging.ServerSecrets(srv.URL, srv.Headers, srv.Env, environ)...)
-		if srv.OAuth != nil && srv.OAuth.ClientSecret != "" {
-			out = append(out, srv.OAuth.ClientSecret)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // runtimeAgent returns the agent's turn loop, making it (and its pool) on
