@@ -232,6 +232,11 @@ func TestFailureRendering(t *testing.T) {
 			[]string{"could not be reached; nothing ran", "Cause: sending: rejected by transport: connection refused."},
 		},
 		{
+			"refused before it ran",
+			&pool.Error{Kind: pool.KindRefused, Server: "packrat", Method: "tools/call", Tool: "store_note", Err: fmt.Errorf("%w: HTTP 413", pool.ErrTooLarge)},
+			[]string{"Refused before it ran", "nothing ran", "Cause: "},
+		},
+		{
 			"an error from another kind of caller",
 			fmt.Errorf("wrapped: %w", &jsonrpc.Error{Code: -32601, Message: "method not found"}),
 			[]string{"JSON-RPC error -32601: method not found"},

@@ -117,6 +117,8 @@ func describe(agent, tool string, err error, canceled bool) failure {
 		b.WriteString(" The agent's session had expired and the call could not be retried safely.")
 	case isPool && pe.Kind == pool.KindTransport:
 		b.WriteString(" The agent could not be reached; nothing ran.")
+	case isPool && pe.Kind == pool.KindRefused:
+		b.WriteString(" Refused before it ran (too large for the server, a redirect to another origin, or a list without end): nothing ran, and sending it again unchanged would be refused again.")
 	case f.retried:
 		b.WriteString(" The pool recovered on a new session and retried once.")
 	}

@@ -38,6 +38,10 @@ const (
 	codeTransport      = -32000
 	codeSessionExpired = -32001
 	codeOutcomeUnknown = -32002
+	// codeRefused: the pool refused the request whole before it ran (too
+	// large for the server, a redirect to another origin, a list without
+	// end); next to pool.CodeOutcomeUnknown, clear of go-sdk's codes.
+	codeRefused = -32061
 )
 
 type client struct {
@@ -381,6 +385,8 @@ func poolError(err error) *answerError {
 		ae.Code = codeSessionExpired
 	case pool.KindOutcomeUnknown:
 		ae.Code = codeOutcomeUnknown
+	case pool.KindRefused:
+		ae.Code = codeRefused
 	default:
 		ae.Code = codeTransport
 	}

@@ -332,3 +332,23 @@ func TestSIGTERMAnswersEveryLineRead(t *testing.T) {
 		t.Error("the server's tool was not cancelled")
 	}
 }
+
+// TestPoolErrorCodes: each pool kind has its own code in the answers, so a
+// caller can branch on it; refused (nothing ran, never resent) is not
+// transport.
+func TestPoolErrorCodes(t *testing.T) {
+	for kind, code := range map[pool.Kind]int64{
+		pool.KindTransport:      codeTransport,
+		pool.KindSessionExpired: codeSessionExpired,
+		pool.KindOutcomeUnknown: codeOutcomeUnknown,
+		pool.KindRefused:        codeRefused,
+	} {
+		ae := poolError(&pool.Error{Kind: kind, Server: "s", Method: "tools/call", Err: errors.New("x")})
+		if ae.Code != code || ae.Kind != kind.String() {
+			t.Errorf("%v: code %d kind %q, want %d %q", kind, ae.Code, ae.Kind, code, kind.String())
+		}
+	}
+	if ae := poolError(&pool.Error{Kind: pool.KindRPC, Code: -32601, Message: "m", Err: errors.New("x")}); ae.Code != -32601 {
+		t.Errorf("rpc: code %d, want the server's", ae.Code)
+	}
+}
