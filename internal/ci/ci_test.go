@@ -17,14 +17,17 @@ import (
 // goShim stands in for the go command: it logs each call, and fails the
 // one step named by $CI_SHIM_FAIL, as that step would fail for real. A
 // "fuzz-new" failure first writes a new input into the target's corpus, as
-// go test -fuzz does on a finding.
+// go test -fuzz does on a finding; "fuzz-deadline" fails the fuzz run only
+// (Go's coordinator racing -fuzztime, golang/go#75804), "fuzz-broken" the
+// replay of the corpus too.
 const goShim = `#!/usr/bin/env bash
 echo "go $* [$(basename "$PWD")]" >>"$CI_SHIM_LOG"
 embed=no; case "$PWD" in */runtime/example/embed) embed=yes;; esac
-fuzz=no; case " $* " in *" -fuzz "*) fuzz=yes;; esac
+fuzz=no; case " $* " in *" -fuzz "*) fuzz=yes;; *" -run ^Fuzz"*) fuzz=replay;; esac
 fail() { echo "shim: $CI_SHIM_FAIL fails" >&2; exit 1; }
 case "$CI_SHIM_FAIL:$1:$embed:$fuzz" in
-  vet:vet:no:*|staticcheck:run:no:*|test:test:no:no|embed-vet:vet:yes:*|embed-test:test:yes:no|fuzz-broken:test:no:yes) fail;;
+  vet:vet:no:*|staticcheck:run:no:*|test:test:no:no|embed-vet:vet:yes:*|embed-test:test:yes:no) fail;;
+  fuzz-broken:test:no:yes|fuzz-broken:test:no:replay|fuzz-deadline:test:no:yes) fail;;
   fuzz-new:test:no:yes)
     pkg=${@: -1}; target=$(echo "$*" | sed -n 's/.*-fuzz \^\([A-Za-z]*\)\$.*/\1/p')
     mkdir -p "${pkg#./}/testdata/fuzz/$target" && echo "go test fuzz v1" >"${pkg#./}/testdata/fuzz/$target/new"
@@ -112,6 +115,14 @@ func TestCIPasses(t *testing.T) {
 		if !strings.Contains(calls, want) {
 			t.Errorf("no %q among the go calls:\n%s", want, calls)
 		}
+	}
+
+	code, out, calls = runCI(t, "fuzz-deadline")
+	if code != 0 {
+		t.Fatalf(".ci/run exited %d when a fuzz run failed with nothing found and its corpus replay passed\noutput:\n%s", code, out)
+	}
+	if !strings.Contains(out, "deadline race") || !strings.Contains(calls, "go test -run ^FuzzObserve$ ./internal/observe") {
+		t.Errorf("the deadline race was not replayed and reported:\noutput:\n%s\ngo calls:\n%s", out, calls)
 	}
 
 	code, out, _ = runCI(t, "fuzz-new")
