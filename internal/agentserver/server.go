@@ -124,7 +124,10 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		Instructions: def.Description,
 		Logger:       logger,
 	})
-	if err := s.startIdempotency(); err != nil { // innermost of all: idempotency.go
+	// Innermost of all, inside the ledger's guard, so that what it records
+	// is what the caller got (bound.go).
+	s.mcp.AddReceivingMiddleware(boundToolErrors)
+	if err := s.startIdempotency(); err != nil { // innermost but for the bound: idempotency.go
 		return nil, err
 	}
 	if o.MaxConcurrentCalls > 0 {
