@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
@@ -29,6 +30,27 @@ func logName(now time.Time) string {
 	return fmt.Sprintf("ask-studio-%s-%d.log", now.UTC().Format("20060102T150405.000Z"), os.Getpid())
 }
 
+// keptLogs is how many ask-studio logs a project keeps: every ask that
+// starts a studio writes one, and nothing else removes them.
+const keptLogs = 10
+
+// pruneLogs removes the oldest ask-studio logs in stateDir so that, with
+// the one about to be written, at most keptLogs remain. Their names sort by
+// start time. A log that cannot be removed is left (it is only a log); a
+// directory that cannot be read is said.
+func pruneLogs(stateDir string) error {
+	logs, err := filepath.Glob(filepath.Join(stateDir, "ask-studio-*.log"))
+	if err != nil {
+		return err
+	}
+	slices.Sort(logs)
+	for len(logs) >= keptLogs {
+		os.Remove(logs[0])
+		logs = logs[1:]
+	}
+	return nil
+}
+
 // startInProcess starts a studio for cfg.dir's agents on an ephemeral
 // loopback port, with the agents' own model settings (the builtin model for
 // the bundled agents) unless --model names another.
@@ -40,6 +62,9 @@ func startInProcess(ctx context.Context, cfg *config, stderr io.Writer) (*studio
 	stateDir := filepath.Join(cfg.dir, ".switchboard")
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("starting a studio: %w", err)
+	}
+	if err := pruneLogs(stateDir); err != nil {
+		fmt.Fprintf(stderr, "· old studio logs in %s not pruned: %v\n", stateDir, err)
 	}
 	logPath := filepath.Join(stateDir, logName(time.Now()))
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)

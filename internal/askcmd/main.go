@@ -43,7 +43,8 @@ else http://127.0.0.1:54321 (or $SWITCHBOARD_DEFAULT_STUDIO_URL, for a
 studio usually run elsewhere). Only in the last case, when nothing answers
 there, does ask start a studio of its own, in-process, with the agents
 under --dir and their own model settings (the builtin model for the
-bundled ones); its log goes to .switchboard/ask-studio-<time>-<pid>.log.
+bundled ones); its log goes to .switchboard/ask-studio-<time>-<pid>.log
+(the newest 10 are kept).
 A --studio or $SWITCHBOARD_STUDIO_URL that does not answer is an error.
 
 A server the agent delegates to may ask the person something (MCP
