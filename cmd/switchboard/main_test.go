@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -53,6 +54,10 @@ func TestHelpEverywhere(t *testing.T) {
 	}
 	if code, stdout, _ := runBin("version"); code != 0 || !strings.HasPrefix(stdout, "switchboard ") || strings.Count(stdout, "\n") != 1 {
 		t.Errorf("version: exit %d, %q", code, stdout)
+	} else if !regexp.MustCompile(`^switchboard \S+ \(([0-9a-f]{40}(\+dirty)?|no commit recorded in this build)\) go`).MatchString(stdout) {
+		// Built with -buildvcs=false (as .ci/run builds) it printed no
+		// commit and did not say so.
+		t.Errorf("version %q names neither the commit nor that none was recorded", stdout)
 	}
 	for _, args := range [][]string{{}, {"nosuch"}, {"agent"}, {"agent", "run"}, {"up", "--nosuch"}, {"ask", "--timeout", "soon", "x"}, {"version", "x"}} {
 		if code, _, stderr := runBin(args...); code != 2 || stderr == "" {

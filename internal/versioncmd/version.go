@@ -24,6 +24,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fmt.Fprintf(stdout, "switchboard %s", version.String())
 	if rev := version.Revision(); rev != "" {
 		fmt.Fprintf(stdout, " (%s)", rev)
+	} else {
+		// Said, not left out: a line without a commit reads as if there
+		// were none to tell (go build -buildvcs=false, as CI builds, or a
+		// build outside a checkout records none).
+		fmt.Fprint(stdout, " (no commit recorded in this build)")
 	}
 	fmt.Fprintf(stdout, " %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
