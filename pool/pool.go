@@ -602,13 +602,15 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	if errors.Is(err, errStaleInitialize) {
 		// A server/discover answer set a session id that go-sdk would have
 		// sent on its fallback initialize. Dial afresh with the era pinned.
-		e, err = p.connect(ctx, &srv, k, gen, Protocol20251125)
+		version = Protocol20251125
+		e, err = p.connect(ctx, &srv, k, gen, version)
 	}
 	if errors.Is(err, errForgottenInDial) {
 		// The session was gone before the handshake ended: an idle timeout
 		// shorter than the handshake, or initialize and initialized sent
 		// to two replicas. Nothing but the handshake ran on it, so one
-		// more dial is safe; a second such failure is the answer.
+		// more dial, in the era the last one used, is safe; a second such
+		// failure is the answer.
 		e, err = p.connect(ctx, &srv, k, gen, version)
 	}
 	stop()
