@@ -25,7 +25,8 @@ func boundToolErrors(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "tools/call" {
 			return res, err
 		}
-		if ctr, ok := res.(*mcp.CallToolResult); ok && ctr.IsError {
+		// A failed call is a typed nil *CallToolResult with its error.
+		if ctr, ok := res.(*mcp.CallToolResult); ok && ctr != nil && ctr.IsError {
 			for _, c := range ctr.Content {
 				if tc, ok := c.(*mcp.TextContent); ok && len(tc.Text) > maxToolErrorText {
 					tc.Text = boundText(tc.Text, maxToolErrorText)

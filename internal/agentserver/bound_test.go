@@ -29,6 +29,13 @@ func TestOversizedArgumentIsNotEchoed(t *testing.T) {
 		t.Fatalf("a %d-byte argument came back in a %d-byte error: %.300q", len(expr), len(text), text)
 	}
 
+	// A call that fails as a JSON-RPC error (an unknown tool) comes back
+	// as a typed nil result: the bound leaves it, and the server lives on
+	// (it panicked there, and every later request of the session failed).
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("an unknown tool succeeded")
+	}
+
 	// A short error is passed as it is.
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "calculate", Arguments: map[string]any{"expression": "1/0"}})
 	if err != nil {
