@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 	"github.com/switchboard-run/switchboard/runtime"
@@ -191,9 +192,7 @@ func TestFailingSibling(t *testing.T) {
 // TestUnavailableSibling: a sibling that cannot be reached at discovery is
 // named in the system prompt and not offered; the turn goes on.
 func TestUnavailableSibling(t *testing.T) {
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := mcptest.DeadURL(t)
 	model := newScriptedModel(t, step{
 		check: func(t *testing.T, req *openai.ChatCompletionRequest) {
 			sys := req.Messages[0].Content
@@ -227,9 +226,7 @@ func TestUnavailableSibling(t *testing.T) {
 func TestUnavailableSiblingKeepsItsSecrets(t *testing.T) {
 	const pathSecret, querySecret = "ghp_pathSecretValue1234567890", "sk-querySecretValue1234567890"
 	t.Setenv("SWITCHBOARD_TEST_PATH_TOKEN", pathSecret)
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL + "/" + pathSecret + "/mcp?api_key=" + querySecret
-	dead.Close()
+	deadURL := mcptest.DeadURL(t) + "/" + pathSecret + "/mcp?api_key=" + querySecret
 	var sys string
 	model := newScriptedModel(t, step{
 		check: func(t *testing.T, req *openai.ChatCompletionRequest) { sys = req.Messages[0].Content },

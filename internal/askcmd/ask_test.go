@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 )
 
 // testDeadline bounds a wait that must succeed; reaching it is a failure.
@@ -211,11 +212,10 @@ func TestAskReportsTheAgentsError(t *testing.T) {
 }
 
 func TestAskWithoutTheExplicitStudio(t *testing.T) {
-	dead := httptest.NewServer(http.NotFoundHandler())
-	dead.Close()
+	deadURL := mcptest.DeadURL(t)
 	stderr := newWatcher("")
-	code := Main(t.Context(), []string{"--studio", dead.URL, "hello"}, nil, &bytes.Buffer{}, stderr)
-	if code != exitFailed || !strings.Contains(stderr.String(), "no studio at "+dead.URL) {
+	code := Main(t.Context(), []string{"--studio", deadURL, "hello"}, nil, &bytes.Buffer{}, stderr)
+	if code != exitFailed || !strings.Contains(stderr.String(), "no studio at "+deadURL) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }

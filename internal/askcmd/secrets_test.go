@@ -3,8 +3,6 @@ package askcmd
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/pool"
 )
@@ -36,9 +35,7 @@ func TestSecretsStayOutOfAsk(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	const literal = "planted-literal-bearer-555"
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close() // nothing listens there now: the sibling is unavailable
+	deadURL := mcptest.DeadURL(t) // the sibling is unavailable
 	url := oracleStudio(t, deadURL+"/${GITHUB_TOKEN}/${ROUTE}/mcp?api_key=${OPENAI_API_KEY}",
 		`, "headers": {"Authorization": "Bearer `+literal+`", "X-Custom": "${HEADER_VALUE}"}`)
 	planted := []string{literal}
