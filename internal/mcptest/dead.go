@@ -1,7 +1,6 @@
 package mcptest
 
 import (
-	"errors"
 	"net"
 	"testing"
 )
@@ -22,13 +21,14 @@ func DeadURL(t testing.TB) string {
 	go func() {
 		defer close(done)
 		for {
+			// Any error ends the loop: ErrClosed at cleanup, and one that
+			// would repeat (out of descriptors) must not spin; the port
+			// stays held, and connections to it are then refused.
 			c, err := ln.Accept()
-			if errors.Is(err, net.ErrClosed) {
+			if err != nil {
 				return
 			}
-			if err == nil {
-				c.Close()
-			}
+			c.Close()
 		}
 	}()
 	t.Cleanup(func() {
