@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,13 +24,17 @@ func TestToolsetsOverHTTP(t *testing.T) {
 		"abacus":  {"calculate", "convert_units", "date_math"},
 		"packrat": {"delete_note", "delete_notes", "get_note", "list_notes", "search_notes", "store_note"},
 		"testkit": {"slow_effect"},
+		"conformance": {"json_schema_2020_12_tool", "test_audio_content", "test_elicitation", "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
+			"test_embedded_resource", "test_error_handling", "test_image_content", "test_multiple_content_types", "test_reconnection", "test_sampling",
+			"test_simple_text", "test_tool_with_logging", "test_tool_with_progress", "test_update_resource"},
 	}
 	probe := map[string]*mcp.CallToolParams{
-		"abacus":  {Name: "calculate", Arguments: map[string]any{"expression": "6 * 7"}},
-		"packrat": {Name: "store_note", Arguments: map[string]any{"text": "hello"}},
-		"testkit": {Name: "slow_effect", Arguments: map[string]any{"id": "x"}},
+		"abacus":      {Name: "calculate", Arguments: map[string]any{"expression": "6 * 7"}},
+		"packrat":     {Name: "store_note", Arguments: map[string]any{"text": "hello"}},
+		"testkit":     {Name: "slow_effect", Arguments: map[string]any{"id": "x"}},
+		"conformance": {Name: "test_simple_text", Arguments: map[string]any{}},
 	}
-	if got := Names(); !slices.Equal(got, []string{"abacus", "packrat", "testkit"}) {
+	if got := Names(); !slices.Equal(got, []string{"abacus", "conformance", "packrat", "testkit"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	for _, name := range Names() {
@@ -83,5 +88,21 @@ func TestToolsetsOverHTTP(t *testing.T) {
 	}
 	if _, ok := Lookup("nonesuch"); ok {
 		t.Error(`Lookup("nonesuch") succeeded`)
+	}
+}
+
+// TestMergeHandlers: the named toolsets' server-wide handlers together,
+// and one method served by two toolsets refused, naming both.
+func TestMergeHandlers(t *testing.T) {
+	h, err := MergeHandlers([]string{"packrat", "abacus"})
+	if err != nil || h.Complete != nil || h.Subscribe != nil || h.Unsubscribe != nil {
+		t.Errorf("packrat and abacus: %+v, %v; want no handlers", h, err)
+	}
+	h, err = MergeHandlers([]string{"packrat", "conformance"})
+	if err != nil || h.Complete == nil || h.Subscribe == nil || h.Unsubscribe == nil {
+		t.Errorf("packrat and conformance: %+v, %v; want completion and subscriptions", h, err)
+	}
+	if _, err := MergeHandlers([]string{"conformance", "conformance"}); err == nil || !strings.Contains(err.Error(), `"conformance" and "conformance"`) {
+		t.Errorf("the same methods from two toolsets: %v, want an error naming both", err)
 	}
 }

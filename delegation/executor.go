@@ -17,13 +17,28 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/pool"
 	"golang.org/x/sync/errgroup"
 )
 
-// ErrCallTimeout is the cause of a call that outlived its server's
-// "timeout".
-var ErrCallTimeout = errors.New("the call took longer than its server's timeout")
+// ErrCallTimeout is the cause of a call that outlived its deadline: its
+// server's mcp.json "timeout", else the agent's "call_timeout"
+// (Executor.CallTimeout). The error is a *CallTimeoutError.
+var ErrCallTimeout = errors.New("the call timed out")
+
+// A CallTimeoutError is the cause of a call stopped at its deadline. It
+// matches ErrCallTimeout.
+type CallTimeoutError struct {
+	After  time.Duration
+	Source string // where the deadline was set: `the server's "timeout" in mcp.json` or `"call_timeout" in agent.json`
+}
+
+func (e *CallTimeoutError) Error() string {
+	return fmt.Sprintf("timed out after %v (%s)", e.After, e.Source)
+}
+
+func (e *CallTimeoutError) Unwrap() error { return ErrCallTimeout }
 
 // DefaultLimit is the number of tool calls an Executor runs at once when its
 // Limit is zero.
@@ -55,6 +70,12 @@ type Result struct {
 	// Event is the finish event of the delegation (zero for a call that was
 	// never sent to an agent).
 	Event Event
+	// Meta is the _meta of the tool's result as the sibling sent it, a
+	// failed tool's (isError) included; nil for a call that got no result.
+	// A sibling agent's ask tool reports there what its turn cost, which
+	// the delegating turn adds to its own bill; this package passes it on
+	// unread, since what it means is the runtime's business.
+	Meta mcp.Meta
 }
 
 // An Executor runs a model response's tool calls against the sibling agents
@@ -68,9 +89,20 @@ type Executor struct {
 	Chain Chain
 	// Limit bounds the calls in flight; zero means DefaultLimit.
 	Limit int
+	// CallTimeout bounds each call whose server has no "timeout" of its
+	// own (agent.json's "call_timeout"); zero: the turn's deadline only.
+	CallTimeout time.Duration
 	// OnEvent, when set, is told of each delegation as it starts and as it
 	// finishes. Calls to it are serialized.
 	OnEvent func(Event)
+	// Secrets are the delegating agent's configured credentials
+	// (mcpconfig.Config.Secrets). A failure's text quotes what the pool
+	// and the server said, which may hold a server's URL, query and all,
+	// or a header it echoes; Content and the event's message go through
+	// logging.Scrub with these (and the environment's), as the logs do,
+	// before the model or an observer reads them. A successful result is
+	// the tool's data and is left as it is.
+	Secrets []string
 
 	mu sync.Mutex // serializes OnEvent
 }
@@ -123,15 +155,18 @@ func (e *Executor) run(ctx context.Context, c Call) Result {
 	var info pool.CallInfo // what the pool did, also for a call that succeeded
 	res, err := e.call(pool.WithCallInfo(delegationContext(sctx, e.Chain, c, t), &info), t, args)
 	ev.Phase, ev.Time = PhaseFinish, time.Now()
+	if res != nil {
+		r.Meta = res.Meta
+	}
 	ev.DurationMS = float64(time.Since(start)) / float64(time.Millisecond)
 
 	switch {
 	case err != nil:
 		f := describe(r.Agent, r.Tool, err, ctx.Err() != nil)
-		r.Err, r.Content, r.Outcome = err, f.text, f.outcome
-		ev.Code, ev.Message, ev.Retried = f.code, f.message, f.retried
+		r.Err, r.Content, r.Outcome = logging.RedactError(err, e.Secrets...), logging.Scrub(f.text, e.Secrets...), f.outcome
+		ev.Code, ev.Message, ev.Retried = f.code, logging.Scrub(f.message, e.Secrets...), f.retried
 	case res.IsError:
-		r.Content, r.Outcome = toolErrorText(r.Agent, r.Tool, res), OutcomeToolError
+		r.Content, r.Outcome = logging.Scrub(toolErrorText(r.Agent, r.Tool, res), e.Secrets...), OutcomeToolError
 	default:
 		r.Content, r.Outcome, r.IsError = ResultText(res), OutcomeOK, false
 	}
@@ -155,13 +190,19 @@ func (e *Executor) call(ctx context.Context, t *Target, args json.RawMessage) (*
 		return nil, err // do not start a call for a turn that is over
 	}
 	params := &mcp.CallToolParams{Meta: e.Chain.Meta(), Name: t.Tool.Name, Arguments: args}
-	if t.Timeout > 0 {
+	// The server's own "timeout" wins over the agent's default: whoever
+	// configured that server knows how long its calls take.
+	timeout := &CallTimeoutError{After: t.Timeout, Source: `the server's "timeout" in mcp.json`}
+	if t.Timeout <= 0 {
+		timeout = &CallTimeoutError{After: e.CallTimeout, Source: `"call_timeout" in agent.json`}
+	}
+	if timeout.After > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, t.Timeout, fmt.Errorf("%w: %v (the server's \"timeout\" in mcp.json)", ErrCallTimeout, t.Timeout))
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout.After, timeout)
 		defer cancel()
 	}
 	res, err := e.Caller.CallTool(ctx, t.Server, params)
-	if err != nil && t.Timeout > 0 && errors.Is(context.Cause(ctx), ErrCallTimeout) {
+	if err != nil && timeout.After > 0 && errors.Is(context.Cause(ctx), ErrCallTimeout) {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	if err == nil && res == nil {

@@ -370,3 +370,122 @@ func TestServerTimeout(t *testing.T) {
 		t.Errorf("IsError=%v Err=%v Content=%q; want the server's timeout named", r.IsError, r.Err, r.Content)
 	}
 }
+
+// TestResultMetaPassesThrough checks that a result's _meta reaches the
+// Result as the sibling sent it, for a tool error as for a success (an
+// ask that did not answer still cost tokens), and that a call which got
+// no result has none.
+func TestResultMetaPassesThrough(t *testing.T) {
+	srv := sibling(t, "packrat", func(s *mcp.Server) {
+		addRaw(s, "ask", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct{ Fail bool }
+			json.Unmarshal(req.Params.Arguments, &in)
+			if in.Fail {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "not answered"}},
+					Meta: mcp.Meta{"example.com/cost": map[string]any{"tokens": 7}}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}},
+				Meta: mcp.Meta{"example.com/cost": map[string]any{"tokens": 42}}}, nil
+		})
+		addRaw(s, "broken", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: -32000, Message: "no"}
+		})
+	})
+	e := executor(t, pooltest.New(t, nil), srv)
+	res := e.Run(t.Context(), []delegation.Call{
+		{ID: "c1", Name: "packrat__ask", Arguments: `{}`},
+		{ID: "c2", Name: "packrat__ask", Arguments: `{"fail":true}`},
+		{ID: "c3", Name: "packrat__broken", Arguments: `{}`},
+	})
+	for i, want := range []float64{42, 7} {
+		cost, ok := res[i].Meta["example.com/cost"].(map[string]any)
+		if !ok || cost["tokens"] != want {
+			t.Errorf("result %d (%s): _meta %v, want tokens %v", i, res[i].Outcome, res[i].Meta, want)
+		}
+	}
+	if res[2].Meta != nil {
+		t.Errorf("a call without a result has _meta %v", res[2].Meta)
+	}
+}
+
+// TestToolboxFirst checks that a Toolbox cut to its first tools keeps
+// their order and names, and no longer looks up the rest.
+func TestToolboxFirst(t *testing.T) {
+	tools := func(names ...string) []*mcp.Tool {
+		var ts []*mcp.Tool
+		for _, n := range names {
+			ts = append(ts, &mcp.Tool{Name: n, InputSchema: map[string]any{"type": "object"}})
+		}
+		return ts
+	}
+	tb := delegation.NewToolbox([]delegation.ServerTools{
+		{Server: &pool.Server{Name: "alpha"}, Tools: tools("a", "b")},
+		{Server: &pool.Server{Name: "beta"}, Tools: tools("c", "d")},
+		{Server: &pool.Server{Name: "gamma"}, Err: errors.New("down")},
+	})
+	first := tb.First(3)
+	var names []string
+	for _, tg := range first.Targets() {
+		names = append(names, tg.Name)
+	}
+	if want := []string{"alpha__a", "alpha__b", "beta__c"}; !slices.Equal(names, want) {
+		t.Errorf("First(3) offers %q, want %q", names, want)
+	}
+	if _, ok := first.Lookup("beta__d"); ok {
+		t.Error("First(3) still looks up the fourth tool")
+	}
+	if first.Len() != 3 || len(first.Unavailable()) != 1 || tb.Len() != 4 {
+		t.Errorf("First(3): %d tools, %d unavailable; the whole: %d tools", first.Len(), len(first.Unavailable()), tb.Len())
+	}
+	if tb.First(4) != tb || tb.First(0).Len() != 0 {
+		t.Error("First(len) is not the Toolbox itself, or First(0) is not empty")
+	}
+}
+
+// TestCallTimeout: agent.json's "call_timeout" (Executor.CallTimeout)
+// stops a call to a real sibling that hangs: the sibling is told to stop
+// (its handler's context ends), the error is a *CallTimeoutError that
+// matches ErrCallTimeout, and the model reads how long, and whose
+// deadline it was. A server's mcp.json "timeout" takes precedence.
+func TestCallTimeout(t *testing.T) {
+	stopped := make(chan struct{}, 4)
+	srv := sibling(t, "slow", func(s *mcp.Server) {
+		addRaw(s, "hang", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			<-ctx.Done()
+			stopped <- struct{}{}
+			return nil, ctx.Err()
+		})
+	})
+	p := pooltest.New(t, nil)
+	tools, err := p.ListTools(t.Context(), srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		server, agent time.Duration
+		after         time.Duration
+		want          string
+	}{
+		{"call_timeout", 0, 300 * time.Millisecond, 300 * time.Millisecond, `Timed out after 300ms ("call_timeout" in agent.json)`},
+		{"mcp.json timeout wins", 200 * time.Millisecond, 30 * time.Second, 200 * time.Millisecond, `Timed out after 200ms (the server's "timeout" in mcp.json)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := delegation.NewToolbox([]delegation.ServerTools{{Server: srv, Tools: tools, Timeout: c.server}})
+			e := &delegation.Executor{Caller: p, Tools: tb, CallTimeout: c.agent, Chain: delegation.Chain{RunID: "run-1", Agents: []string{"oracle"}, Depth: 1}}
+			r := e.Run(t.Context(), []delegation.Call{{ID: "1", Name: delegation.ToolName("slow", "hang")}})[0]
+			var te *delegation.CallTimeoutError
+			if !r.IsError || !errors.As(r.Err, &te) || !errors.Is(r.Err, delegation.ErrCallTimeout) || te.After != c.after {
+				t.Fatalf("IsError=%v Err=%v; want a *CallTimeoutError after %v", r.IsError, r.Err, c.after)
+			}
+			if !strings.Contains(r.Content, c.want) || strings.Contains(r.Content, "Cause:") {
+				t.Errorf("the model reads %q; want %q, without the pool's cause", r.Content, c.want)
+			}
+			select {
+			case <-stopped:
+			case <-time.After(testDeadline):
+				t.Fatal("the sibling was never told to stop")
+			}
+		})
+	}
+}

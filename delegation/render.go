@@ -90,6 +90,10 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	} else if we := (*jsonrpc.Error)(nil); errors.As(err, &we) {
 		f.code, f.message, f.hasRPCErr = we.Code, we.Message, true
 	}
+	var timedOut *CallTimeoutError
+	errors.As(err, &timedOut)
+	var overCap *pool.ResultTooLargeError
+	errors.As(err, &overCap)
 	interrupted := errors.Is(err, pool.ErrInterrupted)
 	if interrupted {
 		f.outcome = OutcomeInterrupted
@@ -107,6 +111,19 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	switch {
 	case canceled:
 		b.WriteString(" The turn was cancelled; the agent was told to stop.")
+	case overCap != nil:
+		// Nothing of the answer is kept, so there is no cause to quote
+		// beyond its size.
+		if overCap.Size >= 0 {
+			fmt.Fprintf(&b, " Result too large: %d bytes, %d bytes over the cap of %d; nothing of it kept.", overCap.Size, overCap.Size-overCap.Limit, overCap.Limit)
+		} else {
+			fmt.Fprintf(&b, " Result too large: over the cap of %d bytes; nothing of it kept.", overCap.Limit)
+		}
+		b.WriteString(" The tool may have run; it was not retried: asked again it would answer the same. Ask for less (a narrower query, a page) if the tool can.")
+	case timedOut != nil:
+		// The pool saw its caller give up; the model needs to know it was
+		// the deadline, and that the tool may have run in part.
+		fmt.Fprintf(&b, " Timed out after %v (%s): the agent was told to stop, and the tool may or may not have taken effect; it was not retried. Check before repeating an action that must not happen twice.", timedOut.After, timedOut.Source)
 	case interrupted:
 		b.WriteString(" Interrupted: the agent's process died while it ran this call, so it may or may not have taken effect; it was not run again. Check before repeating an action that must not happen twice.")
 	case isPool && pe.Kind == pool.KindOutcomeUnknown:
@@ -122,7 +139,7 @@ func describe(agent, tool string, err error, canceled bool) failure {
 	case f.retried:
 		b.WriteString(" The pool recovered on a new session and retried once.")
 	}
-	if !f.hasRPCErr && !canceled {
+	if !f.hasRPCErr && !canceled && timedOut == nil && overCap == nil {
 		// Without a JSON-RPC error the cause is all the model has to go on.
 		if cause := causeText(err, pe); cause != "" {
 			fmt.Fprintf(&b, " Cause: %s.", cause)

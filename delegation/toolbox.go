@@ -32,13 +32,17 @@ type ServerTools struct {
 	Err    error
 	// Timeout bounds each call to the server; zero: none of its own.
 	Timeout time.Duration
+	// Notes are what discovery has to say of a server that did list its
+	// tools: a name its tool filter gives that it does not list
+	// (*FilterError). They are reported in Toolbox.Unavailable.
+	Notes []*DiscoveryError
 }
 
 // A DiscoveryError says why a server, or one of its tools, is not offered to
 // the model.
 type DiscoveryError struct {
 	Server string
-	Tool   string // empty when the whole server failed
+	Tool   string // empty when the error is the server's: it failed, or its filter names a tool it lacks
 	Err    error
 }
 
@@ -51,7 +55,9 @@ func (e *DiscoveryError) Error() string {
 
 // Unwrap returns the cause: the pool's error for a server that could not
 // list its tools (a *pool.Error), one matching agentdef.ErrStdioNotAllowed for a stdio
-// server the agent may not start, or why a tool's schema cannot be offered.
+// server the agent may not start, why a tool's schema cannot be offered, or
+// a *FilterError for a name in the server's tool filter that it does not
+// list.
 func (e *DiscoveryError) Unwrap() error { return e.Err }
 
 // A Toolbox is the set of sibling tools offered to a model, by model tool
@@ -82,6 +88,7 @@ func NewToolbox(found []ServerTools) *Toolbox {
 			tb.unavailable = append(tb.unavailable, &DiscoveryError{Server: st.Server.Name, Err: st.Err})
 			continue
 		}
+		tb.unavailable = append(tb.unavailable, st.Notes...)
 		for _, t := range st.Tools {
 			name := names[pair{st.Server.Name, t.Name}]
 			if tb.byName[name] != nil {
@@ -118,3 +125,19 @@ func (tb *Toolbox) Unavailable() []*DiscoveryError {
 
 // Len returns the number of offered tools.
 func (tb *Toolbox) Len() int { return len(tb.targets) }
+
+// First returns a Toolbox of tb's first n tools, in tb's order and under
+// the same model names (which a smaller set could otherwise spell
+// differently), with tb's unavailable list: a turn that may offer the
+// model only so many tools offers these, and can run only these. tb
+// itself when it has n tools or fewer.
+func (tb *Toolbox) First(n int) *Toolbox {
+	if n >= len(tb.targets) {
+		return tb
+	}
+	out := &Toolbox{targets: tb.targets[:max(n, 0):max(n, 0)], byName: make(map[string]*Target, max(n, 0)), unavailable: tb.unavailable}
+	for _, t := range out.targets {
+		out.byName[t.Name] = t
+	}
+	return out
+}

@@ -20,15 +20,30 @@ type evidence struct {
 	// What the server said in an error answer (status >= 400) to that POST.
 	rpc       *jsonrpc.Error // a JSON-RPC error response
 	rpcIDNull bool           // ... whose id was null or absent
+
+	overCap *ResultTooLargeError // the answer to that POST passed the server's MaxResultBytes
 }
 
 // undispatched reports whether the server's answer to the request's own POST
 // proves that it never dispatched the request (see classify).
 func (ev evidence) undispatched() bool {
+	if ev.drainRefusal() {
+		return true
+	}
 	if !ev.overHTTP || ev.posts <= 0 || ev.status < 400 || ev.status >= 500 {
 		return false
 	}
 	return tooLarge(ev.status) || ev.rpc != nil && ev.rpcIDNull
+}
+
+// drainRefusal reports whether the request's own POST was refused by a
+// draining agent: 503 with CodeShuttingDown (internal/agentserver's gate,
+// which answers before go-sdk sees the request, with the request's id).
+// Nothing ran. The same code in a 200 answer is a call the agent admitted
+// and cut at the end of its shutdown grace: that one may have taken effect.
+func (ev evidence) drainRefusal() bool {
+	return ev.overHTTP && ev.posts > 0 && ev.status == http.StatusServiceUnavailable &&
+		ev.rpc != nil && ev.rpc.Code == CodeShuttingDown
 }
 
 // tooLarge reports whether status refuses a request whole for its size:
@@ -57,6 +72,8 @@ const (
 	reasonIdle     = "idle"     // idle longer than IdleTimeout
 	reasonClosed   = "closed"   // Pool.Close
 	reasonBroken   = "broken"   // the session failed in a way that leaves it unusable
+	reasonEra      = "era"      // the server refused the protocol version the session speaks (-32022)
+	reasonDraining = "draining" // the server is shutting down and refused the request (503, -32065)
 )
 
 // verdict is what the pool does with a failed request.
@@ -79,17 +96,21 @@ type verdict struct {
 //
 //	caller gave up, own POST never handed on / answered undispatched   transport
 //	caller gave up otherwise                                         outcome_unknown
+//	own POST's answer past MaxResultBytes, not kept                  outcome_unknown (ErrResultTooLarge), drop session
 //	a list the pool stopped (list.go: cursor loop, too many pages)   refused
 //	redirect to another origin, not followed (origin.go)             refused; a 303: outcome_unknown
 //	own POST with session answered 404                               session_expired, retry
 //	own POST with session answered 400, JSON-RPC error, null id      session_expired, retry
 //	own POST answered 413, 414 or 431 (too large)                    refused (ErrTooLarge)
+//	own POST answered 503 with CodeShuttingDown (a draining agent)   transport (ErrShuttingDown), retry on a new dial
 //	no POST, session already dead (go-sdk failed it locally)         session_expired, retry
 //	no POST otherwise (go-sdk failed it locally)                      transport, retry
 //	own POST refused (dial failed) or never handed on                transport
 //	5xx with a JSON-RPC error, null id (an intermediary's)           outcome_unknown, message kept
 //	JSON-RPC error from a server that answered, 400 with session     session_expired (not replayed)
+//	400 with -32022 (version not supported), no session             rpc, retry on a new dial (era)
 //	JSON-RPC error CodeOutcomeUnknown (an intermediary's, -32060)    outcome_unknown, message kept
+//	JSON-RPC error CodeShuttingDown not in a 503 (a call cut)         outcome_unknown, message kept
 //	JSON-RPC error from a server that answered                       rpc
 //	session dead                                                     outcome_unknown, drop session
 //	anything else                                                    outcome_unknown
@@ -120,6 +141,17 @@ type verdict struct {
 // JSON-RPC body proves nothing about dispatch and is treated as any other
 // answer.
 //
+// A -32022 (UnsupportedProtocolVersion, SEP-2575) to a request of the
+// sessionless era says the server cannot process a request of that
+// version: it did not run it. The pool sends such a request only in an
+// era it learned from the server, so the server behind the URL changed
+// (rolled back to a release of the session era, or a replica of one behind
+// a balancer). The session is dropped and the request sent once more on a
+// new dial, whose server/discover finds the era again (go-sdk falls back
+// to initialize). A pinned 2026-07-28 then fails that dial with
+// ErrProtocolVersion. A session-era request with a session id is left to
+// the rows above: its session was made by the server that answers.
+//
 // A 401, or a 403 with error="insufficient_scope", that a token can answer
 // never reaches this table: the OAuth RoundTripper (oauth.go) sits below
 // the recorder, gets the token, and sends the same request once more
@@ -142,6 +174,14 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 			return verdict{kind: KindTransport, rpc: ev.rpc}
 		}
 		return verdict{kind: KindOutcomeUnknown}
+
+	case ev.overCap != nil:
+		// The server answered, and the pool stopped reading the answer at
+		// the cap (evidence.go, capBody). The request may have run; sent
+		// again it would be answered the same. A JSON body cut short fails
+		// go-sdk's session from a goroutine of its own, perhaps after the
+		// next request went out on it, so the session is dropped now.
+		return verdict{kind: KindOutcomeUnknown, cause: ev.overCap, invalidate: reasonBroken}
 
 	case errors.Is(err, ErrListTooLong):
 		// The pool stopped a list the server would not end, or that holds
@@ -170,6 +210,27 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 
 	case undispatched && ev.status == http.StatusBadRequest && ev.withSession:
 		return verdict{kind: KindSessionExpired, retry: true, invalidate: reasonRejected, rpc: ev.rpc}
+
+	case ev.drainRefusal():
+		// A draining agent's gate refused it before go-sdk saw it: nothing
+		// ran, and the agent takes no new work. The session (or the
+		// sessionless entry) goes with the agent: the one retry dials
+		// anew, which behind a balancer reaches a replica that is not
+		// draining (the balancer's /readyz check takes this one out), and
+		// in front of one agent the new process once it is back. Refused
+		// again (no other replica yet), it is returned as transport, and a
+		// keyed call is sent again with its key after a backoff
+		// (idempotency.go) until the agent is back.
+		//
+		// A sessionless entry is kept: its next request goes to the
+		// balancer afresh anyway, and a new dial would cost a request
+		// (server/discover) that a strict round robin sends to the other
+		// replica, so that the retry meets the draining one again.
+		v := verdict{kind: KindTransport, rpc: ev.rpc, retry: true, cause: ErrShuttingDown}
+		if ev.withSession {
+			v.invalidate = reasonDraining
+		}
+		return v
 
 	case undispatched && tooLarge(ev.status):
 		// Refused for its size before it ran. The session is fine (the
@@ -223,11 +284,21 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 			// provable, so it is not replayed.
 			return verdict{kind: KindSessionExpired, rpc: w, invalidate: reasonRejected}
 		}
+		if ev.overHTTP && ev.status == http.StatusBadRequest && !ev.withSession && w.Code == mcp.CodeUnsupportedProtocolVersion {
+			return verdict{kind: KindRPC, rpc: w, retry: true, invalidate: reasonEra}
+		}
 		if w.Code == CodeOutcomeUnknown {
 			// The studio's word for a call whose stream died with the
 			// agent that ran it (a resumption it answers itself, in a 200
-			// stream, with the call's id): the request reached the agent,
-			// its answer is gone. The session is fine: the studio keeps it.
+			// stream, with the call's id), or whose forward the agent's
+			// death cut (sessionless): the request reached the agent, its
+			// answer is gone. The session is fine: the studio keeps it.
+			return verdict{kind: KindOutcomeUnknown, rpc: w}
+		}
+		if w.Code == CodeShuttingDown {
+			// Not a refusal (that is a 503, above): a call the agent
+			// admitted and cancelled when its shutdown grace ended. It ran
+			// for a while; whether it took effect is unknown.
 			return verdict{kind: KindOutcomeUnknown, rpc: w}
 		}
 		return verdict{kind: KindRPC, rpc: w}

@@ -20,15 +20,21 @@ import (
 //   - a request is sent again only when its own POST, carrying a session id,
 //     was answered 404, or 400 with a JSON-RPC error whose id is null (the
 //     server refused it before dispatch), or when it never left the process
-//     (no POST on an HTTP session); never when the caller gave up;
+//     (no POST on an HTTP session), or when a sessionless request was
+//     answered 400 with -32022 (the server cannot process its protocol
+//     version; then always, on a new dial), or refused by a draining agent
+//     (503 with CodeShuttingDown; then always, on a new dial); never when
+//     the caller gave up;
 //   - a request that never left the process (no POST, on HTTP) is always
 //     sent again, whatever go-sdk's error says (on a failed connection it
 //     repeats another request's error);
 //   - a retried request always drops its session;
 //   - KindTransport ("nothing ran") only when nothing ran: no POST was sent,
 //     the connection could not be made or the request was never handed on,
-//     or the server's answer proves it was not dispatched (413, or a 4xx
-//     JSON-RPC error with a null id);
+//     or the server's answer proves it was not dispatched (413, a 4xx
+//     JSON-RPC error with a null id, a draining agent's 503);
+//   - CodeShuttingDown in any answer but a 503 (a call the agent cut at
+//     the end of its grace) is outcome_unknown, never retried;
 //   - the server's own JSON-RPC error, read from an answer go-sdk could not
 //     decode, is kept in every verdict that it explains;
 //   - KindRPC always carries the server's own error, never go-sdk's
@@ -44,7 +50,8 @@ import (
 //     loop, too many pages or tools); never retried, never dropping the
 //     session; a too-large answer is always refused unless the request
 //     provably never left (or the caller gave up);
-//   - the Kind is one of the five.
+//   - the Kind is one of the five classify decides (KindInterrupted is
+//     the keyed call's, decided after it).
 //
 // The seeds are in testdata/fuzz/FuzzClassify; run it with
 //
@@ -84,6 +91,12 @@ func FuzzClassify(f *testing.F) {
 		{shape: 11, code: 307, overHTTP: true, posts: 1, status: 307, withSession: true},                            // a redirect to another origin, refused
 		{shape: 11, code: 303, overHTTP: true, posts: 1, status: 303, withSession: true},                            // ... after the request ran
 		{shape: 12, overHTTP: true, posts: 1, status: 200, withSession: true},                                       // a list the pool stopped
+		{shape: 2, code: int64(mcp.CodeUnsupportedProtocolVersion), overHTTP: true, posts: 1, status: 400},          // a sessionless request, its era refused
+		{shape: 9, code: int64(mcp.CodeUnsupportedProtocolVersion), overHTTP: true, posts: 1, status: 400, withSession: true},
+		{shape: 2, code: CodeShuttingDown, overHTTP: true, posts: 1, status: 503, withSession: true, answer: 5}, // a draining agent's refusal
+		{shape: 10, overHTTP: true, posts: 1, status: 503, answer: 5},                                           // ... sessionless, as go-sdk reports it
+		{shape: 2, code: CodeShuttingDown, ctxShape: 1, overHTTP: true, posts: 1, status: 503, answer: 5},       // ... after the caller gave up
+		{shape: 2, code: CodeShuttingDown, overHTTP: true, posts: 1, status: 200, withSession: true},            // a call cut at the end of the grace
 	} {
 		f.Add(s.shape, s.wraps, s.ctxShape, s.code, s.overHTTP, s.posts, s.status, s.withSession, s.notWrit, s.answer)
 	}
@@ -102,13 +115,15 @@ func FuzzClassify(f *testing.F) {
 		ev := evidence{overHTTP: overHTTP, posts: posts, status: status, withSession: withSession, notWritten: notWritten}
 		// What the server's error answer said, as the recorder read it.
 		serverSaid := &jsonrpc.Error{Code: -32000, Message: "Bad Request: No valid session ID provided"}
-		switch answerShape % 5 {
+		switch answerShape % 6 {
 		case 1:
 			ev.rpc, ev.rpcIDNull = serverSaid, true
 		case 2:
 			ev.rpc = serverSaid
 		case 4:
 			ev.rpc = &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: "the agent restarted while this request ran"}
+		case 5:
+			ev.rpc = &jsonrpc.Error{Code: CodeShuttingDown, Message: "agent packrat is shutting down and takes no new calls; nothing ran"}
 		}
 		if re := (*RedirectError)(nil); errors.As(err, &re) {
 			// A redirect is the answer to the request's own POST, over
@@ -128,14 +143,35 @@ func FuzzClassify(f *testing.F) {
 		nullID := answered4xx && ev.rpc != nil && ev.rpcIDNull
 		refused := nullID && status == http.StatusBadRequest && withSession
 		neverSent := overHTTP && posts <= 0
+		said, fromSDK := rpcError(err)
+		if !fromSDK && !(ev.rpc != nil && ev.rpcIDNull && status >= 500) {
+			said = ev.rpc
+		}
+		draining := overHTTP && posts > 0 && status == http.StatusServiceUnavailable && ev.rpc != nil && ev.rpc.Code == CodeShuttingDown
+		if draining && ctxErr == nil && (!v.retry || (v.invalidate == "") == withSession || v.kind != KindTransport || v.cause != ErrShuttingDown) {
+			t.Fatalf("a draining agent's refusal is not sent again (on a new session if it had one), as transport: %+v for %v, %+v", v, err, ev)
+		}
+		if draining && ctxErr != nil && v.kind != KindTransport {
+			t.Fatalf("a draining agent's refusal, the caller gone, is not transport (nothing ran): %+v", v)
+		}
+		if said != nil && said.Code == CodeShuttingDown && status != http.StatusServiceUnavailable && ctxErr == nil && (!overHTTP || status != 0) && !(overHTTP && posts <= 0) && !(overHTTP && notWritten) &&
+			!(answered4xx && (status == http.StatusNotFound && withSession || ev.rpc != nil && ev.rpcIDNull || tooLarge(status))) && !errors.As(err, new(*RedirectError)) {
+			if v.kind != KindOutcomeUnknown || v.retry {
+				t.Fatalf("a call cut at the end of the grace (%d in a %d answer) is not outcome_unknown: %+v for %v, %+v", CodeShuttingDown, status, v, err, ev)
+			}
+		}
+		eraRefused := overHTTP && posts > 0 && status == http.StatusBadRequest && !withSession && said != nil && said.Code == mcp.CodeUnsupportedProtocolVersion
+		if eraRefused && ctxErr == nil && !neverSent && !notWritten && (!v.retry || v.invalidate == "") {
+			t.Fatalf("a refused era is not dialed again: %+v for %v, %+v", v, err, ev)
+		}
 		if v.retry {
 			if ctxErr != nil {
 				t.Fatalf("retry after the caller gave up: %+v for %v, %+v", v, err, ev)
 			}
-			if !own404 && !refused && !neverSent {
+			if !own404 && !refused && !neverSent && !eraRefused && !draining {
 				t.Fatalf("retry without proof that the request never ran: %+v for %v, %+v", v, err, ev)
 			}
-			if v.invalidate == "" {
+			if v.invalidate == "" && !(draining && !withSession) {
 				t.Fatalf("retry on the same session: %+v", v)
 			}
 		}
@@ -145,7 +181,7 @@ func FuzzClassify(f *testing.F) {
 		if refused && ctxErr == nil && !v.retry {
 			t.Fatalf("a session refused before dispatch is not recovered: %+v for %v, %+v", v, err, ev)
 		}
-		undispatched := nullID || answered4xx && tooLarge(status)
+		undispatched := nullID || answered4xx && tooLarge(status) || draining
 		if v.kind == KindTransport && !notWritten && !(overHTTP && posts <= 0) && !undispatched {
 			t.Fatalf("KindTransport (nothing ran) for a request that may have reached the server: %v, %+v", err, ev)
 		}
@@ -156,10 +192,6 @@ func FuzzClassify(f *testing.F) {
 			// An intermediary's 5xx (the studio's 502) says the request may
 			// have reached the server behind it.
 			t.Fatalf("a 5xx with a null-id error is not outcome_unknown: %+v for %v, %+v", v, err, ev)
-		}
-		said, fromSDK := rpcError(err)
-		if !fromSDK {
-			said = ev.rpc
 		}
 		provedNotRun := neverSent || overHTTP && notWritten || own404 || undispatched
 		if said != nil && said.Code == CodeOutcomeUnknown && ctxErr == nil && (!overHTTP || status != 0) && !provedNotRun {

@@ -51,6 +51,13 @@ type entry struct {
 	// the session id is answered 404.
 	onExpiry func()
 
+	// ended is closed once the session is closed (closeSession): a
+	// Subscription on it then subscribes again on the key's next session.
+	ended chan struct{}
+	// subscribed counts the Subscriptions attached to it (subscribe.go); a
+	// session with one is not idle.
+	subscribed atomic.Int32
+
 	// Guarded by Pool.mu.
 	notices     []*probe // calls cancelled while sent: their cancel notice may still be on its way
 	state       entryState
@@ -114,3 +121,7 @@ func (e *entry) addNoticeLocked(pr *probe) {
 	})
 	e.notices = append(e.notices, pr)
 }
+
+// writesMeta reports whether go-sdk writes the per-request _meta of the
+// 2026-07-28 era into the params of e's requests (see own).
+func (e *entry) writesMeta() bool { return e.protocol >= Protocol20260728 }

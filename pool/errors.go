@@ -3,8 +3,11 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/switchboard-run/switchboard/internal/rpccode"
 )
 
 // Kind says what a failed pool operation means for the caller, and so what it
@@ -31,9 +34,29 @@ const (
 	// what the server said), or the pool would not follow the server's
 	// redirect to another origin (a *RedirectError, ErrCrossOriginRedirect),
 	// or the pool stopped a list whose pages do not end or that holds more
-	// than it keeps (a *ListError, ErrListTooLong). Nothing ran, the session
-	// is kept, and the pool never sends the request again, keyed or not.
+	// than it keeps (a *ListError, ErrListTooLong), or the server's
+	// idempotency ledger refused the call's key (ErrIdempotencyConflict,
+	// -32071: the key was used for another call; ErrKeyExpired, -32074: the
+	// key is older than the server keeps records for; Code is the
+	// server's). Nothing ran, the session is kept, and the pool never sends
+	// the request again, keyed or not.
+	//
+	// The ledger's two refusals are KindRefused rather than KindRPC because
+	// what a caller does next is what it does for every refusal: not send
+	// it again as it is. The ledger answers them before the tool is
+	// looked up (internal/idempotency), so this send ran nothing, and the
+	// same key gets the same answer. A KeyExpired says one thing more: an
+	// earlier send with that key, if there was one, may have run, and the
+	// server can no longer tell; running the call again needs a new key,
+	// which is the caller's decision, never the pool's.
 	KindRefused
+	// KindInterrupted: a keyed call (idempotency.go) whose first run the
+	// server's death cut off: the server's ledger says so (JSON-RPC
+	// CodeInterrupted, -32073), for good. Whether it took effect is
+	// unknown, as for KindOutcomeUnknown, whose sentinel it matches too;
+	// unlike it, sending the key again is answered the same, so the pool
+	// never does. It wraps ErrInterrupted; Code is the server's.
+	KindInterrupted
 )
 
 func (k Kind) String() string {
@@ -48,12 +71,15 @@ func (k Kind) String() string {
 		return "rpc"
 	case KindRefused:
 		return "refused"
+	case KindInterrupted:
+		return "interrupted"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
 // Sentinel errors, one per Kind, for errors.Is. Every *Error matches the
-// sentinel of its Kind.
+// sentinel of its Kind (KindInterrupted's is ErrInterrupted, in
+// idempotency.go; it matches ErrOutcomeUnknown as well).
 var (
 	ErrSessionExpired = errors.New("mcp session expired")
 	ErrOutcomeUnknown = errors.New("outcome unknown: the request may have run")
@@ -65,9 +91,22 @@ var (
 	// server refused for its size (HTTP 413, 414 or 431) before it ran.
 	ErrTooLarge = errors.New("the server refused the request as too large; nothing ran")
 
+	// ErrResultTooLarge is wrapped by the error of a request whose answer
+	// was larger than its server's MaxResultBytes (a *ResultTooLargeError):
+	// the pool stopped reading it and kept nothing of it. The server may
+	// have run the request (the error is KindOutcomeUnknown), and would
+	// answer the same again, so it is never resent.
+	ErrResultTooLarge = errors.New("result too large")
+
 	// ErrProtocolVersion is wrapped by the error of a dial whose server
 	// negotiated another protocol version than the Server's pin.
 	ErrProtocolVersion = errors.New("protocol version not supported by the server")
+
+	// ErrShuttingDown is wrapped by the KindTransport error of a request a
+	// draining server refused (HTTP 503, JSON-RPC CodeShuttingDown) on the
+	// pool's one retry as well: nothing ran, and it may be sent again once
+	// the server (or another replica) takes work.
+	ErrShuttingDown = errors.New("the server is shutting down and took no new work; nothing ran")
 
 	// ErrClosed is returned (wrapped in a KindTransport *Error) by operations
 	// on a closed Pool.
@@ -116,7 +155,9 @@ func (e *Error) Error() string {
 		s += fmt.Sprintf(": JSON-RPC error %d: %s", e.Code, e.Message)
 	} else {
 		if e.Err != nil {
-			s += ": " + e.Err.Error()
+			// The cause's text may quote the server's message again
+			// (go-sdk's does), unbounded.
+			s += ": " + boundMessage(e.Err.Error())
 		}
 		if e.Message != "" {
 			s += fmt.Sprintf(" (the server said: JSON-RPC error %d: %s)", e.Code, e.Message)
@@ -144,7 +185,11 @@ func (e *Error) Is(target error) bool {
 	case ErrSessionExpired:
 		return e.Kind == KindSessionExpired
 	case ErrOutcomeUnknown:
-		return e.Kind == KindOutcomeUnknown
+		// An interrupted call's outcome is unknown too: a caller that
+		// checks what may have run must see it.
+		return e.Kind == KindOutcomeUnknown || e.Kind == KindInterrupted
+	case ErrInterrupted:
+		return e.Kind == KindInterrupted
 	case ErrTransport:
 		return e.Kind == KindTransport
 	case ErrRPC:
@@ -155,28 +200,58 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
+// maxMessage bounds what of a server's error message an *Error keeps
+// (Message) and quotes (Error). A server's validation error may quote the
+// argument it refused: a 4 MB argument came back in a 4,000,352-byte
+// error, through every hop and into a model's context. The reason is in
+// the first lines.
+const maxMessage = 2048
+
+// boundMessage is s cut to maxMessage bytes at a UTF-8 boundary, saying
+// how much was left out.
+func boundMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	kept := strings.ToValidUTF8(s[:maxMessage], "")
+	return fmt.Sprintf("%s… (%d more bytes left out)", kept, len(s)-len(kept))
+}
+
 // CodeOutcomeUnknown is the JSON-RPC error code with which an intermediary
 // (the studio) answers a request whose answer it cannot deliver and which
 // may have run: it reached the server, and the server is gone (a call's SSE
-// stream resumed after the agent that ran it was killed). The pool reports
-// it as KindOutcomeUnknown, never KindRPC, and never replays it (see
-// classify); a keyed call is sent again with its idempotency key.
-//
-// It is in JSON-RPC's implementation-defined server error range (-32000 to
-// -32099) and clear of the codes go-sdk v1.8.0 gives a meaning of its own:
-// -32001 to -32005 (jsonrpc2's unknown error, its legacy resource-not-found
-// -32002, "client is closing" -32003, which ends the connection, "server is
-// closing" -32004, "rejected by transport" -32005), -32020 to -32022
-// (header mismatch, missing client capabilities, unsupported protocol
-// version) and -32042 (URL elicitation required); and of -32000, which the
-// TypeScript SDK uses for its own refusals and the studio for a 502, and of
-// the idempotency protocol's -32071 to -32074.
-const CodeOutcomeUnknown = -32060
+// stream resumed after the agent that ran it was killed, a sessionless
+// call whose agent died under it). The pool reports it as
+// KindOutcomeUnknown, never KindRPC, and never replays it (see classify); a
+// keyed call is sent again with its idempotency key. `switchboard client`
+// answers every outcome_unknown with it. The tree's codes are listed once,
+// in docs/ARCHITECTURE.md ("Error codes").
+const CodeOutcomeUnknown = rpccode.OutcomeUnknown
+
+// CodeShuttingDown is the code of a draining agent's refusal (with HTTP 503:
+// nothing ran, and the pool sends it again, see classify) or cut (in a 200
+// answer: the call ran until the agent's shutdown grace ended; outcome
+// unknown).
+const CodeShuttingDown = rpccode.ShuttingDown
 
 // codeRejectedByTransport is the code of go-sdk's internal ErrRejected
 // sentinel, a *jsonrpc.Error it wraps around transport failures that must
 // not break the connection. It is never a server's answer.
-const codeRejectedByTransport = -32005
+const codeRejectedByTransport = rpccode.RejectedByTransport
+
+// refusedByLedger makes the KindRPC error of a keyed call that the
+// server's idempotency ledger refused (finish, in idempotency.go, has
+// wrapped ErrIdempotencyConflict or ErrKeyExpired around it) KindRefused:
+// nothing ran, and sending it again is answered the same (see KindRefused).
+// The server's Code and Message are kept.
+func refusedByLedger(err error) error {
+	var pe *Error
+	if errors.As(err, &pe) && pe.Kind == KindRPC &&
+		(errors.Is(pe.Err, ErrIdempotencyConflict) || errors.Is(pe.Err, ErrKeyExpired)) {
+		pe.Kind = KindRefused
+	}
+	return err
+}
 
 // rpcError returns the first JSON-RPC error in err's tree that is not go-sdk's
 // transport marker.
@@ -199,3 +274,24 @@ func rpcError(err error) (*jsonrpc.Error, bool) {
 	}
 	return nil, false
 }
+
+// A ResultTooLargeError is the cause of a request whose answer passed its
+// server's cap (Server.MaxResultBytes). It matches ErrResultTooLarge.
+type ResultTooLargeError struct {
+	Server string
+	Limit  int64 // the cap, in bytes
+	// Size is the answer's length as the server announced it
+	// (Content-Length), refused before any of it was read; -1 when it was
+	// not announced (a stream, chunked), and the pool read Limit bytes
+	// and one more before it stopped.
+	Size int64
+}
+
+func (e *ResultTooLargeError) Error() string {
+	if e.Size >= 0 {
+		return fmt.Sprintf("result too large: %d bytes, %d bytes over the cap of %d (maxResultBytes of server %q); nothing of it kept", e.Size, e.Size-e.Limit, e.Limit, e.Server)
+	}
+	return fmt.Sprintf("result too large: over the cap of %d bytes (maxResultBytes of server %q), reading stopped there; nothing of it kept", e.Limit, e.Server)
+}
+
+func (e *ResultTooLargeError) Unwrap() error { return ErrResultTooLarge }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -40,14 +41,15 @@ type probe struct {
 	posts   atomic.Int32 // POSTs issued with this probe's context
 	attempt *attempt     // the attempt it belongs to; nil for a probe of no request
 
-	mu           sync.Mutex    // protects the fields below
-	noticeSent   chan struct{} // closed when a later POST (the cancel notice) completed; made on first use
-	noticeClosed bool          // noticeSent is closed
-	status       int           // HTTP status of the first POST; 0 if unanswered
-	withSession  bool          // the first POST carried Mcp-Session-Id
-	notWritten   bool          // the first POST failed before anything reached the server
-	sendErr      error         // the first POST's own transport error, if any
-	answer       answer        // what the first POST's error answer (status >= 400) said
+	mu           sync.Mutex           // protects the fields below
+	noticeSent   chan struct{}        // closed when a later POST (the cancel notice) completed; made on first use
+	noticeClosed bool                 // noticeSent is closed
+	status       int                  // HTTP status of the first POST; 0 if unanswered
+	withSession  bool                 // the first POST carried Mcp-Session-Id
+	notWritten   bool                 // the first POST failed before anything reached the server
+	sendErr      error                // the first POST's own transport error, if any
+	answer       answer               // what the first POST's error answer (status >= 400) said
+	overCap      *ResultTooLargeError // the first POST's answer passed the server's MaxResultBytes
 }
 
 // answer is what a server said in an error answer (status >= 400) to a
@@ -146,11 +148,31 @@ func (a answer) addTo(pe *Error, status int) {
 	}
 	pe.Status, pe.Body, pe.Authenticate = status, a.body, a.authenticate
 	if a.rpc != nil && pe.Message == "" {
-		pe.Code, pe.Message = a.rpc.Code, a.rpc.Message
+		pe.Code, pe.Message = a.rpc.Code, boundMessage(a.rpc.Message)
 	}
 }
 
 // answered returns the first POST's status and error answer.
+// tooLarge records that the first POST's answer passed the cap, and ends
+// the attempt: go-sdk waits for a call's answer on the attempt's context,
+// and a stream cut short would otherwise leave it waiting (a JSON body it
+// fails to read fails its session, which the pool then replaces).
+func (p *probe) resultTooLarge(e *ResultTooLargeError) {
+	p.mu.Lock()
+	p.overCap = e
+	p.mu.Unlock()
+	if p.attempt != nil {
+		p.attempt.cancel()
+	}
+}
+
+// countAnswer adds n bytes read of an answer to the attempt's count.
+func (p *probe) countAnswer(n int) {
+	if p.attempt != nil {
+		p.attempt.answered.Add(int64(n))
+	}
+}
+
 func (p *probe) answered() (int, answer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -203,6 +225,7 @@ func (p *probe) evidence(overHTTP bool) evidence {
 		notWritten:  p.notWritten,
 		rpc:         p.answer.rpc,
 		rpcIDNull:   p.answer.rpcIDNull,
+		overCap:     p.overCap,
 	}
 }
 
@@ -341,6 +364,28 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode == http.StatusNotFound && withSession && req.Method == http.MethodPost {
 		r.entry.sawExpiry()
 	}
+	if pr != nil && pr.attempt != nil && pr.attempt.maxBody > 0 && resp.StatusCode < 300 {
+		// The request's own answer: a result, a page. Bounded here, below
+		// go-sdk, which reads a JSON body whole and an SSE event up to its
+		// own limit, so that no answer past the cap is ever held. The cap
+		// is the calling Server's (sessions are shared by endpoint).
+		limit := pr.attempt.maxBody
+		over := &ResultTooLargeError{Server: pr.attempt.server, Limit: limit, Size: -1}
+		if resp.ContentLength > limit {
+			resp.Body.Close()
+			over.Size = resp.ContentLength
+			pr.resultTooLarge(over)
+			if release != nil {
+				release()
+			}
+			return nil, over
+		}
+		cb := &capBody{ReadCloser: resp.Body, left: limit, over: over, probe: pr}
+		if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
+			cb.events = &sseEvents{limit: limit}
+		}
+		resp.Body = cb
+	}
 	switch {
 	case release != nil:
 		resp.Body = &cancelBody{ReadCloser: resp.Body, release: release}
@@ -361,6 +406,87 @@ func (e *tooLargeError) Error() string {
 }
 
 func (e *tooLargeError) Unwrap() error { return ErrTooLarge }
+
+// capBody fails a read past its cap with over, recorded on the probe (see
+// probe.resultTooLarge). What was read is go-sdk's buffer, dropped with the
+// failed request.
+//
+// An SSE stream (events not nil) is counted per event, not as a whole:
+// go-sdk holds one event at a time, and a long-running tool's progress
+// notifications come before its result on the same stream; counted
+// together they refused a small result after enough progress. Every event
+// (the result, or one notification) is bounded by the cap; the stream as
+// a whole only by the caller's deadline, since nothing of an event is kept
+// once it is handled.
+type capBody struct {
+	io.ReadCloser
+	left   int64 // bytes still allowed (a JSON body)
+	events *sseEvents
+	over   *ResultTooLargeError
+	probe  *probe
+	done   bool // over was returned
+}
+
+func (b *capBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, b.over
+	}
+	if b.events != nil {
+		n, err := b.ReadCloser.Read(p)
+		b.probe.countAnswer(n)
+		if b.events.count(p[:n]) {
+			b.done = true
+			b.probe.resultTooLarge(b.over)
+			return 0, b.over
+		}
+		return n, err
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.probe.countAnswer(n)
+	if int64(n) > b.left {
+		b.done = true
+		b.probe.resultTooLarge(b.over)
+		return 0, b.over
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+// sseEvents counts the bytes of the SSE event being read. An event ends at
+// a blank line; a line ends at CRLF, LF or CR (the SSE spec's
+// end-of-line).
+type sseEvents struct {
+	limit     int64
+	n         int64 // bytes of the current event
+	lineStart bool  // the last byte ended a line
+	cr        bool  // the last byte was CR (an LF after it ends no line)
+}
+
+// count adds b to the current event and reports whether an event passed
+// the limit.
+func (e *sseEvents) count(b []byte) bool {
+	for _, c := range b {
+		switch {
+		case c == '\n' && e.cr:
+			e.cr = false // the LF of a CRLF
+			continue
+		case c == '\n' || c == '\r':
+			if e.lineStart {
+				e.n = 0 // a blank line: the event ended
+			}
+			e.lineStart, e.cr = true, c == '\r'
+			continue
+		}
+		e.lineStart, e.cr = false, false
+		if e.n++; e.n > e.limit {
+			return true
+		}
+	}
+	return false
+}
 
 // attemptBody holds a reference on its attempt until it is closed.
 type attemptBody struct {

@@ -1,14 +1,20 @@
 package pool
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 )
@@ -124,4 +130,86 @@ func TestHandshakeRoundRobin(t *testing.T) {
 		t.Fatalf("the tool ran %d times, want 0", n)
 	}
 	p.Close()
+}
+
+// TestRoundRobinReplicas200: 200 calls, four at a time (one identity, so
+// one key, each: their dials and requests interleave), through a plain
+// round-robin reverse proxy (httputil.ReverseProxy, the next replica for
+// every request) in front of two go-sdk servers of the session era that
+// share no sessions. A call succeeds only when its session's handshake and
+// the call itself happened to reach one replica. Nothing panics; every
+// failure is a *pool.Error of a kind that says nothing ran
+// (session_expired, or transport for a handshake that failed); the tool
+// ran exactly once for every success and never for a failure; the pool
+// closes with no dial, entry or goroutine left.
+func TestRoundRobinReplicas200(t *testing.T) {
+	a, b := newTestServer(t, false), newTestServer(t, false)
+	var next atomic.Uint64
+	var targets []*url.URL
+	for _, ts := range []*testServer{a, b} {
+		u, err := url.Parse(ts.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, u)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(targets[next.Add(1)%2])
+		r.Out.URL.Path = targets[0].Path
+	}}
+	proxy := httptest.NewServer(rp)
+	t.Cleanup(proxy.Close)
+
+	p := newTestPool(t, nil)
+	const calls, workers = 200, 4
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for w := range workers {
+		srv := &Server{Name: "rr", URL: proxy.URL + "/mcp", ProtocolVersion: Protocol20251125, Headers: map[string]string{"X-Worker": fmt.Sprint(w)}}
+		wg.Go(func() {
+			for i := int(n.Add(1) - 1); i < calls; i = int(n.Add(1) - 1) {
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				_, errs[i] = call(ctx, p, srv, "echo", fmt.Sprintf("rr-%d", i))
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+
+	succeeded, byKind := 0, map[Kind]int{}
+	for i, err := range errs {
+		id := fmt.Sprintf("rr-%d", i)
+		ran := a.Executions(id) + b.Executions(id)
+		if err == nil {
+			succeeded++
+			if ran != 1 {
+				t.Errorf("call %d succeeded and ran %d times, want once", i, ran)
+			}
+			continue
+		}
+		var pe *Error
+		if !errors.As(err, &pe) {
+			t.Fatalf("call %d: %v (%T) is not a *pool.Error", i, err, err)
+		}
+		byKind[pe.Kind]++
+		// The other replica's 404: to the handshake's
+		// notifications/initialized (the dial, or the re-initialization
+		// after a 404 to the call), or to the call on its second session.
+		if pe.Kind != KindSessionExpired && pe.Kind != KindTransport || !errors.Is(err, errForgottenInDial) && !errors.Is(err, mcp.ErrSessionMissing) {
+			t.Errorf("call %d: kind %s (%v), want session_expired or transport, caused by a replica's 404", i, pe.Kind, err)
+		}
+		if ran != 0 {
+			t.Errorf("call %d failed (%v) and ran %d times, want never", i, err, ran)
+		}
+	}
+	st := p.Stats()
+	t.Logf("%d of %d calls succeeded; failures by kind %v; dials %d, dial failures %d, retries %d, invalidations %v",
+		succeeded, calls, byKind, st.Dials, st.DialFailures, st.Retries, st.InvalidationsByReason)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Open != 0 || st.Dialing != 0 {
+		t.Fatalf("after Close: %+v, want nothing open or dialing", st)
+	}
 }

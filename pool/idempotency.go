@@ -42,6 +42,15 @@ import (
 const (
 	maxKeyedAttempts = 12
 	keyedWindow      = 20 * time.Second
+	// drainedWindow replaces keyedWindow once a draining server refused
+	// the call (nothing ran): the agent's next process, or a rollout's new
+	// replica, can take longer than 20 s to take work (Kubernetes waits up
+	// to terminationGracePeriodSeconds, 30 s, for the old one), and a call
+	// that never ran costs only its caller's time, within its deadline.
+	drainedWindow = 60 * time.Second
+	// maxDrainedAttempts bounds the sends within drainedWindow: at the
+	// backoff's 2 s cap, about a minute of them.
+	maxDrainedAttempts = 40
 )
 
 // Backoff between keyed attempts: keyedBackoff doubled per attempt, capped
@@ -52,11 +61,13 @@ const (
 	keyedBackoffMax = 2 * time.Second
 )
 
-// Errors of the idempotency protocol, wrapped in a KindRPC *Error (which
-// keeps the server's code and message): check with errors.Is.
+// Errors of the idempotency protocol, wrapped in an *Error that keeps the
+// server's code and message: check with errors.Is.
 var (
 	// ErrInterrupted: the server's process died while running the call with
 	// this key; whether it took effect is unknown, and it was not run again.
+	// Its *Error is KindInterrupted (and matches ErrOutcomeUnknown); the
+	// others below are KindRPC.
 	ErrInterrupted = errors.New("the call was interrupted by a restart of the server; its outcome is unknown")
 	// ErrIdempotencyConflict: the key was used before for a different call.
 	ErrIdempotencyConflict = errors.New("idempotency key reused for a different call")
@@ -112,6 +123,14 @@ type keyedCall struct {
 	sent    bool   // sent with the key at least once
 	attempt int
 	failed  time.Time // the first failure; see keyedWindow
+	// unknown is the first send whose outcome was unknown (it may have
+	// run). A later send that provably did not run (refused, not sent)
+	// says nothing about it, so the call ends with this one's error.
+	unknown *Error
+	drained bool // a draining server refused a send (ErrShuttingDown)
+	// took is how long the last attempt took, dial and handshake
+	// included: about what the next one needs.
+	took time.Duration
 }
 
 func (p *Pool) newKeyedCall(ctx context.Context, srv *Server) *keyedCall {
@@ -161,15 +180,28 @@ func (c *keyedCall) paramsFor(e *entry, params *mcp.CallToolParams) *mcp.CallToo
 // are ever sent again here; the rest keep classify's rule.
 func (c *keyedCall) again(ctx context.Context, err error) bool {
 	c.attempt++
-	if err == nil || ctx.Err() != nil || c.attempt >= maxKeyedAttempts {
-		return false
-	}
-	if _, ok := c.p.idem.capable.Load(c.poolKey()); !ok {
+	if err == nil || ctx.Err() != nil {
 		return false
 	}
 	var pe *Error
 	if !errors.As(err, &pe) {
 		return false
+	}
+	if pe.Kind == KindTransport && errors.Is(err, ErrShuttingDown) {
+		c.drained = true
+	}
+	if c.attempt >= maxKeyedAttempts && !c.drained || c.attempt >= maxDrainedAttempts {
+		return false
+	}
+	if _, ok := c.p.idem.capable.Load(c.poolKey()); !ok && !(pe.Kind == KindTransport && c.drained) {
+		// To a server not known to keep records, only what provably did
+		// not run after a draining server's refusal is sent again: the
+		// server said to come back (Retry-After), and until its next
+		// process listens the resends are refused (nothing ran).
+		return false
+	}
+	if pe.Kind == KindOutcomeUnknown && c.unknown == nil {
+		c.unknown = pe
 	}
 	switch {
 	case pe.Kind == KindOutcomeUnknown, pe.Kind == KindSessionExpired:
@@ -185,13 +217,21 @@ func (c *keyedCall) again(ctx context.Context, err error) bool {
 	}
 	d := min(keyedBackoff<<(c.attempt-1), keyedBackoffMax)
 	d = d/2 + rand.N(d/2+1)
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+2*c.took {
+		// A resend the caller's deadline cuts off in flight would turn
+		// what is known (a refusal: nothing ran) into "outcome unknown".
+		// It needs about as long as the last attempt; twice that, for a
+		// loaded machine.
 		return false
+	}
+	window := keyedWindow
+	if c.drained {
+		window = drainedWindow
 	}
 	now := time.Now()
 	if c.failed.IsZero() {
 		c.failed = now
-	} else if now.Add(d).Sub(c.failed) > keyedWindow {
+	} else if now.Add(d).Sub(c.failed) > window {
 		return false
 	}
 	t := time.NewTimer(d)
@@ -227,13 +267,25 @@ func (c *keyedCall) finish(ctx context.Context, res *mcp.CallToolResult, err err
 		return nil
 	}
 	var pe *Error
-	if !errors.As(err, &pe) || pe.Kind != KindRPC {
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if c.unknown != nil && pe != c.unknown && (pe.Kind == KindTransport || pe.Kind == KindSessionExpired || pe.Kind == KindRPC && pe.Code == idempotency.CodeStillRunning) {
+		// The last send did not run (or found the first still running),
+		// but an earlier one may have: the call's outcome is that one's.
+		u := *c.unknown
+		u.Retried = u.Retried || pe.Retried
+		u.Err = fmt.Errorf("%w (sent again with its idempotency key, %d sends in all; the last: %v)", u.Err, c.attempt, pe)
+		return &u
+	}
+	if pe.Kind != KindRPC {
 		return err
 	}
 	var sentinel error
 	switch pe.Code {
 	case idempotency.CodeInterrupted:
 		sentinel = ErrInterrupted
+		pe.Kind = KindInterrupted
 		c.p.idem.interrupted.Add(1)
 	case idempotency.CodeConflict:
 		sentinel = ErrIdempotencyConflict

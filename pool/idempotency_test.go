@@ -3,9 +3,11 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,12 +155,12 @@ func TestCallerKey(t *testing.T) {
 		t.Fatalf("repeat: %v, %+v", err, info)
 	}
 	_, err := p.CallTool(ctx, srv, echoCall("b"))
-	if !errors.Is(err, pool.ErrIdempotencyConflict) || !errors.Is(err, pool.ErrRPC) {
+	if !errors.Is(err, pool.ErrIdempotencyConflict) || !errors.Is(err, pool.ErrRefused) {
 		t.Fatalf("other call, same key: %v", err)
 	}
 	var pe *pool.Error
-	if !errors.As(err, &pe) || pe.Code != idempotency.CodeConflict {
-		t.Fatalf("code: %v", err)
+	if !errors.As(err, &pe) || pe.Code != idempotency.CodeConflict || pe.Kind != pool.KindRefused {
+		t.Fatalf("code, kind: %v", err)
 	}
 	if ts.Executions("a") != 1 || ts.Executions("b") != 0 {
 		t.Fatalf("executions a=%d b=%d", ts.Executions("a"), ts.Executions("b"))
@@ -201,3 +203,123 @@ func TestKeyedResendAcrossRestart(t *testing.T) {
 		t.Fatalf("executions %d, info %+v", ts.Executions("r"), info)
 	}
 }
+
+// swappedGuard is an idempotency guard whose ledger is closed and opened
+// again on the same file when the server restarts, as a new process opens
+// the ledger its predecessor left: a call that was running is then
+// interrupted.
+type swappedGuard struct {
+	t      *testing.T
+	path   string
+	mu     sync.Mutex // protects following fields
+	l      *ledger.Ledger
+	g      *ledger.Guard
+	closed bool
+}
+
+func (sg *swappedGuard) reopen() {
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if sg.closed {
+		return
+	}
+	if sg.l != nil {
+		sg.l.Close()
+	}
+	l, err := ledger.Open(sg.path, nil)
+	if err != nil {
+		sg.t.Error(err)
+		return
+	}
+	sg.l, sg.g = l, ledger.NewGuard(l, nil)
+}
+
+func (sg *swappedGuard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		sg.mu.Lock()
+		g := sg.g
+		sg.mu.Unlock()
+		return g.Middleware(next)(ctx, method, req)
+	}
+}
+
+// TestInterruptedHasItsOwnKind: a keyed call running when its server
+// died is answered by the next process's ledger with -32073 (interrupted,
+// for good): the pool returns it as KindInterrupted, which matches
+// ErrInterrupted and ErrOutcomeUnknown (it may have taken effect), not as
+// the server's rpc error, and does not send it again and again.
+func TestInterruptedHasItsOwnKind(t *testing.T) {
+	sg := &swappedGuard{t: t, path: filepath.Join(t.TempDir(), "ledger.db")}
+	sg.reopen()
+	ts := mcptest.Start(t, &mcptest.Options{Middleware: sg.middleware})
+	t.Cleanup(func() {
+		sg.mu.Lock()
+		sg.closed = true
+		sg.l.Close()
+		sg.mu.Unlock()
+	})
+	entered, release, forwarded := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	mcp.AddTool(ts.MCPServer(), &mcp.Tool{Name: "hang"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		runs.Add(1)
+		close(entered)
+		<-release
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	// The first send's process "dies" while the tool runs: the next
+	// process's ledger is opened on the same file (the record is still
+	// running there, as after a SIGKILL), and the connection is reset.
+	var once sync.Once
+	ts.SetIntercept(func(w http.ResponseWriter, r *http.Request, rpc mcptest.RPCInfo) bool {
+		if rpc.Method != "tools/call" {
+			return false
+		}
+		hit := false
+		once.Do(func() { hit = true })
+		if !hit {
+			return false
+		}
+		go func() {
+			defer close(forwarded)
+			ts.Forward(discardResponse{http.Header{}}, r)
+		}()
+		<-entered
+		sg.reopen()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return true
+		}
+		conn.(*net.TCPConn).SetLinger(0)
+		conn.Close()
+		return true
+	})
+	t.Cleanup(func() { close(release); <-forwarded })
+	p := pool.New(nil)
+	defer p.Close()
+	_, err := p.CallTool(t.Context(), &pool.Server{Name: "s", URL: ts.URL()}, &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{}})
+	var pe *pool.Error
+	if !errors.As(err, &pe) || pe.Kind != pool.KindInterrupted || pe.Code != idempotency.CodeInterrupted {
+		t.Fatalf("err %v, want a KindInterrupted *pool.Error with code %d", err, idempotency.CodeInterrupted)
+	}
+	if !errors.Is(err, pool.ErrInterrupted) || !errors.Is(err, pool.ErrOutcomeUnknown) || errors.Is(err, pool.ErrRPC) {
+		t.Fatalf("err %v: want it to match ErrInterrupted and ErrOutcomeUnknown, not ErrRPC", err)
+	}
+	if pe.Kind.String() != "interrupted" {
+		t.Fatalf("kind %q", pe.Kind)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want once", n)
+	}
+	if st := p.Stats(); st.Interrupted != 1 || st.KeyedRetries != 1 {
+		t.Fatalf("stats %+v, want one interrupted after one keyed resend", st)
+	}
+}
+
+// discardResponse is a ResponseWriter whose answer nobody reads.
+type discardResponse struct{ h http.Header }
+
+func (d discardResponse) Header() http.Header         { return d.h }
+func (d discardResponse) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardResponse) WriteHeader(int)             {}
+func (d discardResponse) Flush()                      {}

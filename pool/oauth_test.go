@@ -195,8 +195,8 @@ func TestOAuthIdentitiesNeverShare(t *testing.T) {
 // client credentials grant, authenticating as configured (basic or post),
 // and gets a new one when the server stops accepting the old.
 func TestOAuthClientCredentials(t *testing.T) {
-	for _, method := range []string{pool.AuthMethodBasic, pool.AuthMethodPost} {
-		t.Run(method, func(t *testing.T) {
+	for _, method := range []pool.AuthMethod{pool.AuthMethodBasic, pool.AuthMethodPost} {
+		t.Run(string(method), func(t *testing.T) {
 			as := oauthtest.New(t, time.Hour, "jobs")
 			as.RegisterClient("agent-1", "s3cret")
 			p := pool.New(&pool.Options{OAuth: &pool.OAuthOptions{TokenDir: t.TempDir()}})

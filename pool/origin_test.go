@@ -237,8 +237,8 @@ func TestOrigin(t *testing.T) {
 // the same host. The grant fails instead, and the other origin sees
 // nothing.
 func TestTokenRequestRedirectKeepsSecretHome(t *testing.T) {
-	for _, method := range []string{AuthMethodPost, AuthMethodBasic} {
-		t.Run(method, func(t *testing.T) {
+	for _, method := range []AuthMethod{AuthMethodPost, AuthMethodBasic} {
+		t.Run(string(method), func(t *testing.T) {
 			other := newElsewhere(t)
 			asMux := http.NewServeMux()
 			as := httptest.NewServer(asMux)

@@ -102,6 +102,7 @@ type Pool struct {
 	abort context.CancelFunc
 
 	progress progressRoutes
+	subs     subscriptions // subscribe.go
 	memo     keyMemo
 	idem     idemState    // idempotency.go
 	oauth    oauthClients // oauth.go: tokens per (URL, identity), shared by the key's sessions
@@ -188,6 +189,7 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 	var res *mcp.CallToolResult
 	kc := p.newKeyedCall(ctx, srv) // idempotency.go
 	for {
+		began := time.Now()
 		err := p.do(ctx, srv, "tools/call", params.Name, func(a *attempt, e *entry) error {
 			if progress != nil {
 				// Each attempt's session routes the token; a retry's new
@@ -196,12 +198,17 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 				defer p.progress.end(e, token)
 			}
 			ctx := a.request()
-			r, err := e.cs.CallTool(ctx, withTraceMeta(ctx, kc.paramsFor(e, params)))
+			sent := withTraceMeta(ctx, kc.paramsFor(e, params))
+			if sent == params && e.writesMeta() {
+				sent = own(params, func(c *mcp.CallToolParams) { c.Meta = maps.Clone(c.Meta) })
+			}
+			r, err := e.cs.CallTool(ctx, sent)
 			res = r
 			return err
 		})
+		kc.took = time.Since(began)
 		if !kc.again(ctx, err) {
-			return res, kc.finish(ctx, res, err)
+			return res, refusedByLedger(kc.finish(ctx, res, err))
 		}
 	}
 }
@@ -241,9 +248,31 @@ func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) 
 	return tools, err
 }
 
+// own returns a copy of params for one request, with the maps go-sdk writes
+// to copied by clone; nil stays nil. On a session of the 2026-07-28 era
+// (entry.writesMeta) go-sdk writes the per-request _meta (protocol
+// version, client info and capabilities) into the params it is given, in
+// place: the caller's params must not change under it (it may send them
+// again, or concurrently), and a retry on a new session must not carry the
+// version the first session spoke.
+func own[P any](params *P, clone func(*P)) *P {
+	if params == nil {
+		return nil
+	}
+	c := *params
+	clone(&c)
+	return &c
+}
+
 // do runs op on a pooled session for srv, invalidating the session and
 // retrying once on a new one when the failure proves op did not run.
 func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func(*attempt, *entry) error) (err error) {
+	big := false // an answer passed bigAnswer (memory.go)
+	defer func() {
+		if big {
+			osMemory.afterBigAnswer()
+		}
+	}()
 	if srv != nil {
 		var span trace.Span
 		ctx, span = p.startRequestSpan(ctx, srv, method, tool)
@@ -263,12 +292,13 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 	info := callInfoFrom(ctx)
 	for n := 0; ; n++ {
 		a := newAttempt(ctx)
+		a.maxBody, a.server = srv.maxResultBytes(), srv.Name
 		e, err := p.acquire(ctx, srv, k, a)
 		if err != nil {
 			var pe *Error
 			if errors.As(err, &pe) {
 				pe.Method, pe.Tool = method, tool
-				if n > 0 {
+				if n > 0 && !errors.Is(pe.Err, ErrShuttingDown) {
 					// The session expired and re-initializing it failed.
 					pe.Kind = KindSessionExpired
 					pe.Err = fmt.Errorf("re-initializing the session failed: %w", pe.Err)
@@ -283,6 +313,9 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			info.Attempts, info.Retried = n+1, retried
 		}
 		err = op(a, e)
+		if a.answered.Load() > bigAnswer || e.proc != nil && e.proc.sawBig.Swap(false) {
+			big = true
+		}
 		if err == nil {
 			p.release(e, a)
 			return nil
@@ -290,6 +323,13 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 		pr := a.pr
 		if pr == nil {
 			pr = newProbe(ctx) // op failed before its first request: no POST
+		}
+		if e.proc != nil {
+			if tooBig := e.proc.overCap(); tooBig != nil {
+				// A line of the server's stdout passed the cap (stdio.go):
+				// the session failed with it, whichever call it answered.
+				pr.resultTooLarge(tooBig)
+			}
 		}
 		ev := pr.evidence(e.http)
 		v := classify(err, ev, ctx.Err())
@@ -313,7 +353,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.log.DebugContext(ctx, "retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
 			continue
 		}
-		if e.proc != nil && ctx.Err() == nil && v.kind != KindRPC {
+		if e.proc != nil && ctx.Err() == nil && v.kind != KindRPC && e.proc.overCap() == nil {
 			// Over stdio a failure the server did not answer is its
 			// process ending (stdout closed): say how it ended.
 			if xe := e.proc.exitError(exitGrace); xe != nil {
@@ -329,7 +369,7 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			pe.Err = fmt.Errorf("%w: %w", v.cause, pe.Err)
 		}
 		if v.rpc != nil {
-			pe.Code, pe.Message = v.rpc.Code, v.rpc.Message
+			pe.Code, pe.Message = v.rpc.Code, boundMessage(v.rpc.Message)
 		}
 		status, said := pr.answered()
 		said.addTo(pe, status)
@@ -357,7 +397,15 @@ type attempt struct {
 	refs   atomic.Int32 // 1 for the operation, plus each open response body
 	first  probe
 	pr     *probe
-	next   *attempt // in entry.attempts while the attempt uses the entry; guarded by Pool.mu
+	// maxBody and server: the cap of the answer to each request of the
+	// attempt (Server.MaxResultBytes) and the Server's name, for the
+	// recorder; zero: no cap.
+	maxBody int64
+	server  string
+	// answered counts the bytes of the attempt's answers read (capBody),
+	// for the return of memory after a large one (memory.go).
+	answered atomic.Int64
+	next     *attempt // in entry.attempts while the attempt uses the entry; guarded by Pool.mu
 }
 
 func newAttempt(ctx context.Context) *attempt {
@@ -564,8 +612,8 @@ func (k key) String() string { return k.endpoint + "\x00" + k.identity + "\x00" 
 //
 // The dial is shared, and must not fail for everyone when the first caller
 // gives up: it runs on a context without the caller's cancellation (but with
-// its values, so its span is the request's child), bounded by DialTimeout
-// and by the pool's life instead.
+// its values, so its span is the request's child, and none of go-sdk's: see
+// dialContext), bounded by DialTimeout and by the pool's life instead.
 func (p *Pool) startDialLocked(ctx context.Context, srv *Server, k key) *dialCall {
 	dc := &dialCall{done: make(chan struct{})}
 	p.dialing[k] = dc
@@ -577,7 +625,7 @@ func (p *Pool) startDialLocked(ctx context.Context, srv *Server, k key) *dialCal
 	}
 	p.counters.dials++
 	p.bg.Add(1)
-	go p.dial(context.WithoutCancel(ctx), *srv, k, dc, ks.gen, version, ks.reinit)
+	go p.dial(dialContext{context.WithoutCancel(ctx)}, *srv, k, dc, ks.gen, version, ks.reinit)
 	return dc
 }
 
@@ -613,6 +661,13 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 		// failure is the answer.
 		e, err = p.connect(ctx, &srv, k, gen, version)
 	}
+	if status, a := dl.get(); err != nil && (evidence{overHTTP: true, posts: 1, status: status, rpc: a.rpc}).drainRefusal() {
+		// A draining server refused the handshake before it ran
+		// anything: once more, which behind a balancer reaches a replica
+		// that takes sessions.
+		dl.set(0, answer{})
+		e, err = p.connect(ctx, &srv, k, gen, version)
+	}
 	stop()
 	cancel()
 	if err == nil && srv.ProtocolVersion != "" {
@@ -628,13 +683,20 @@ func (p *Pool) dial(ctx context.Context, srv Server, k key, dc *dialCall, gen ui
 	if err != nil {
 		pe := &Error{Kind: KindTransport, Server: srv.Name, Method: "initialize", Err: err}
 		if w, ok := rpcError(err); ok {
-			pe.Kind, pe.Code, pe.Message = KindRPC, w.Code, w.Message
+			pe.Kind, pe.Code, pe.Message = KindRPC, w.Code, boundMessage(w.Message)
 		}
 		status, a := dl.get()
 		if errors.As(err, new(*RedirectError)) || errors.Is(err, ErrTooLarge) {
 			// Refused, not unreachable: dialing again (a keyed resend
 			// would) is refused again.
 			pe.Kind = KindRefused
+		}
+		if (evidence{overHTTP: true, posts: 1, status: status, rpc: a.rpc}).drainRefusal() {
+			// The server is draining and opens no session (the pool's
+			// retry after a drain refusal finds it so while it is the only
+			// replica): nothing ran; later, or elsewhere, it may.
+			pe.Kind = KindTransport
+			pe.Err = fmt.Errorf("%w: %w", ErrShuttingDown, err)
 		}
 		a.addTo(pe, status)
 		p.mu.Lock()
@@ -713,10 +775,14 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 	e := &entry{key: k, srv: *srv, gen: gen, http: srv.URL != ""}
 	e.abortCtx, e.abort = context.WithCancel(context.Background())
 	e.onExpiry = func() { p.invalidate(e, reasonExpired) }
+	e.ended = make(chan struct{})
 	copts := &mcp.ClientOptions{
 		ElicitationHandler: p.opts.Elicit,
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			p.progress.route(e, req)
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			p.subs.route(e, req.Params)
 		},
 	}
 	if p.opts.Notifications || !e.http {
@@ -745,7 +811,9 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 			return nil, err
 		}
 		e.proc = sp
-		t = &mcp.IOTransport{Reader: sp, Writer: sp}
+		// Our cap (stdio.go, Server.MaxResultBytes) bounds a line, typed;
+		// go-sdk's own (16 MiB, untyped) would refuse a larger cap.
+		t = &mcp.IOTransport{Reader: sp, Writer: sp, MaxLineLength: -1}
 	}
 	e.dialing.Store(true)
 	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -928,6 +996,7 @@ func (p *Pool) closeSession(e *entry, reason string, notices []*probe) {
 		<-done
 	}
 	e.abort()
+	close(e.ended)
 	p.mu.Lock()
 	delete(p.draining, e)
 	p.counters.closes[reason]++

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"go.uber.org/goleak"
@@ -83,6 +84,10 @@ func serveStdio() {
 	mcp.AddTool(s, &mcp.Tool{Name: "stderr"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
 		fmt.Fprintf(os.Stderr, "%s\n%s\n", in.Text, strings.Repeat("y", 5000))
 		return &mcp.CallToolResult{}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "huge"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
+		// One line of stdout of over 2 MiB (stdio_cap_test.go).
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("z", hugeStdioResult)}}}, nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "exit"}, func(ctx context.Context, req *mcp.CallToolRequest, in mcptest.ToolIn) (*mcp.CallToolResult, any, error) {
 		fmt.Fprintln(os.Stderr, "fatal: disk full")
@@ -252,5 +257,31 @@ func TestFailedReinitializeSurfaces(t *testing.T) {
 	mustCall(t, p, srv, "echo", "later")
 	if st := p.Stats(); st.Reinitializations != 1 {
 		t.Fatalf("stats after recovery: %+v", st)
+	}
+}
+
+// TestLongServerMessageIsBounded: a server's JSON-RPC error that quotes a
+// 3 MB argument (as a validation error may) is kept, and quoted, as its
+// first 2 KiB with a note of what was left out, not whole.
+func TestLongServerMessageIsBounded(t *testing.T) {
+	ts := mcptest.Start(t, nil)
+	huge := strings.Repeat("x", 3<<20) // under the server's 4 MiB body limit
+	mcp.AddTool(ts.MCPServer(), &mcp.Tool{Name: "picky"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "text is too long: " + in.Text}
+	})
+	p := New(nil)
+	defer p.Close()
+	_, err := p.CallTool(t.Context(), &Server{Name: "s", URL: ts.URL()}, &mcp.CallToolParams{Name: "picky", Arguments: map[string]any{"text": huge}})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != KindRPC || pe.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("err %.300v, want the server's invalid-params error", err)
+	}
+	if len(pe.Message) > maxMessage+64 || !strings.HasPrefix(pe.Message, "text is too long: xxx") || !strings.Contains(pe.Message, "more bytes left out") {
+		t.Fatalf("Message is %d bytes: %.200q", len(pe.Message), pe.Message)
+	}
+	if n := len(err.Error()); n > 2*maxMessage+512 {
+		t.Fatalf("the error's text is %d bytes for a %d-byte argument", n, len(huge))
 	}
 }

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -49,7 +50,11 @@ func (p *Pool) ListResourceTemplates(ctx context.Context, srv *Server) ([]*mcp.R
 func (p *Pool) ReadResource(ctx context.Context, srv *Server, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	var res *mcp.ReadResourceResult
 	err := p.do(ctx, srv, "resources/read", "", func(a *attempt, e *entry) error {
-		r, err := e.cs.ReadResource(a.request(), params)
+		sent := params
+		if e.writesMeta() {
+			sent = own(params, func(c *mcp.ReadResourceParams) { c.Meta = maps.Clone(c.Meta) })
+		}
+		r, err := e.cs.ReadResource(a.request(), sent)
 		res = r
 		return err
 	})
@@ -76,7 +81,11 @@ func (p *Pool) ListPrompts(ctx context.Context, srv *Server) ([]*mcp.Prompt, err
 func (p *Pool) GetPrompt(ctx context.Context, srv *Server, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	var res *mcp.GetPromptResult
 	err := p.do(ctx, srv, "prompts/get", "", func(a *attempt, e *entry) error {
-		r, err := e.cs.GetPrompt(a.request(), params)
+		sent := params
+		if e.writesMeta() {
+			sent = own(params, func(c *mcp.GetPromptParams) { c.Meta = maps.Clone(c.Meta) })
+		}
+		r, err := e.cs.GetPrompt(a.request(), sent)
 		res = r
 		return err
 	})
@@ -88,7 +97,11 @@ func (p *Pool) GetPrompt(ctx context.Context, srv *Server, params *mcp.GetPrompt
 func (p *Pool) Complete(ctx context.Context, srv *Server, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
 	var res *mcp.CompleteResult
 	err := p.do(ctx, srv, "completion/complete", "", func(a *attempt, e *entry) error {
-		r, err := e.cs.Complete(a.request(), params)
+		sent := params
+		if e.writesMeta() {
+			sent = own(params, func(c *mcp.CompleteParams) { c.Meta = maps.Clone(c.Meta) })
+		}
+		r, err := e.cs.Complete(a.request(), sent)
 		res = r
 		return err
 	})

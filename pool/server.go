@@ -49,6 +49,30 @@ type Server struct {
 	// OAuth, when set, configures the server's OAuth beyond what discovery
 	// finds (oauth.go). Servers without it still get OAuth when they ask.
 	OAuth *OAuthConfig
+
+	// MaxResultBytes caps the bytes of one answer the pool reads: over
+	// HTTP the body of a request's own POST (a tool result, a list page;
+	// of an SSE stream, each event: progress before a result is not
+	// counted against it), over stdio one line of the server's stdout.
+	// Zero means DefaultMaxResultBytes. Past it the pool stops reading,
+	// keeps nothing of the answer, and fails the request with a
+	// *ResultTooLargeError (ErrResultTooLarge); a stdio server's process
+	// is then restarted, the rest of the line being still in its pipe.
+	MaxResultBytes int64
+}
+
+// DefaultMaxResultBytes is Server.MaxResultBytes's default: 16 MiB, the
+// agent server's own cap of a tool result it puts before a model
+// (agentdef.MaxMaxToolResultBytes), so a larger answer is one no turn could
+// use whole; holding 50 MB of it took an agent from 214 to 656 MB.
+const DefaultMaxResultBytes = 16 << 20
+
+// maxResultBytes is s's cap of one answer.
+func (s *Server) maxResultBytes() int64 {
+	if s.MaxResultBytes > 0 {
+		return s.MaxResultBytes
+	}
+	return DefaultMaxResultBytes
 }
 
 // key identifies a pool entry. It is comparable so that it can key a map, as
@@ -127,7 +151,7 @@ func (s *Server) key() key {
 	write(s.Identity)
 	if o := s.OAuth; o != nil {
 		// Two clients of one server hold different tokens.
-		write("o", o.ClientID, o.Grant)
+		write("o", o.ClientID, string(o.Grant))
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		write("h", k, s.Headers[k])

@@ -10,8 +10,11 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/logging"
 )
 
 // stdio servers. The pool runs a stdio server's process itself instead of
@@ -25,6 +28,15 @@ import (
 // getDefaultEnvironment is: the runtime's own secrets (SWITCHBOARD_TOKEN,
 // OPENAI_API_KEY, anything else in its environment) reach a server only when
 // its mcp.json "env" names them.
+
+// A line of a stdio server's stdout is one JSON-RPC message, and go-sdk's
+// decoder holds all of it before it is parsed: a server's
+// Server.MaxResultBytes (mcp.json "maxResultBytes") bounds it as it bounds
+// an HTTP answer's body. The count is of the bytes since the last newline,
+// made as they are read; past the cap Read fails with a
+// *ResultTooLargeError, the decoder (and the partial line it held) is
+// dropped with the session, and the pool restarts the process: the rest
+// of the line is still in the pipe, so the session cannot go on.
 
 // inheritedEnv are the variables a stdio server inherits from the pool's
 // process; its Server.Env adds to (and overrides) them.
@@ -54,6 +66,13 @@ func stdioEnv(srv *Server) []string {
 	return env
 }
 
+// stdioSecrets are the values of srv's configuration that its standard
+// error must not repeat: every env value, and what logging.ArgSecrets finds
+// in its args.
+func stdioSecrets(srv *Server) []string {
+	return append(logging.ServerSecrets("", nil, srv.Env, nil), logging.ArgSecrets(srv.Args, os.Environ())...)
+}
+
 // A stdioProcess is a running stdio server. It is the io.ReadWriteCloser of
 // the session's mcp.IOTransport.
 type stdioProcess struct {
@@ -64,6 +83,12 @@ type stdioProcess struct {
 	exited    chan struct{} // closed when the process has exited and its stderr is drained
 	waitErr   error         // cmd.Wait's, set before exited is closed
 	closeOnce sync.Once
+
+	maxLine int64 // the server's MaxResultBytes
+	server  string
+	line    int64                               // bytes read since the last newline; only Read (go-sdk's one reading goroutine) touches it
+	tooBig  atomic.Pointer[ResultTooLargeError] // set when a line passed maxLine
+	sawBig  atomic.Bool                         // a line passed bigAnswer since the pool last looked (memory.go)
 }
 
 // startStdio starts srv's process.
@@ -82,8 +107,11 @@ func startStdio(srv *Server, log *slog.Logger) (*stdioProcess, error) {
 		cmd:    exec.Command(srv.Command, srv.Args...),
 		stdout: outR,
 		stdin:  inW,
-		stderr: &stderrLog{log: log, server: srv.Name},
+		stderr: &stderrLog{log: log, server: srv.Name, secrets: stdioSecrets(srv)},
 		exited: make(chan struct{}),
+
+		maxLine: srv.maxResultBytes(),
+		server:  srv.Name,
 	}
 	sp.cmd.Env = stdioEnv(srv)
 	sp.cmd.Dir = srv.Dir
@@ -104,7 +132,51 @@ func startStdio(srv *Server, log *slog.Logger) (*stdioProcess, error) {
 	return sp, nil
 }
 
-func (sp *stdioProcess) Read(p []byte) (int, error)  { return sp.stdout.Read(p) }
+// Read reads the server's stdout, and fails once a line passes the cap
+// (see the top of this file); every Read after fails the same.
+func (sp *stdioProcess) Read(p []byte) (int, error) {
+	if e := sp.tooBig.Load(); e != nil {
+		return 0, e
+	}
+	n, err := sp.stdout.Read(p)
+	if over := sp.countLine(p[:n]); over {
+		e := &ResultTooLargeError{Server: sp.server, Limit: sp.maxLine, Size: -1}
+		sp.tooBig.Store(e)
+		return 0, e
+	}
+	return n, err
+}
+
+// countLine adds b to the current line's count, and reports whether a line
+// passed the cap.
+func (sp *stdioProcess) countLine(b []byte) bool {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			sp.line += int64(len(b))
+			sp.noteBig()
+			return sp.line > sp.maxLine
+		}
+		sp.line += int64(i)
+		sp.noteBig()
+		if sp.line > sp.maxLine {
+			return true
+		}
+		sp.line, b = 0, b[i+1:]
+	}
+	return false
+}
+
+// noteBig records a line that passed bigAnswer (memory.go).
+func (sp *stdioProcess) noteBig() {
+	if sp.line > bigAnswer {
+		sp.sawBig.Store(true)
+	}
+}
+
+// overCap is the error of the line that passed the cap, or nil.
+func (sp *stdioProcess) overCap() *ResultTooLargeError { return sp.tooBig.Load() }
+
 func (sp *stdioProcess) Write(p []byte) (int, error) { return sp.stdin.Write(p) }
 
 // Close ends the process as the MCP spec says a client should: close its
@@ -112,6 +184,12 @@ func (sp *stdioProcess) Write(p []byte) (int, error) { return sp.stdin.Write(p) 
 // exited.
 func (sp *stdioProcess) Close() error {
 	sp.closeOnce.Do(func() {
+		if sp.tooBig.Load() != nil {
+			// The rest of the over-cap line is still being written: with
+			// the pipe's read end closed, the server's write fails (EPIPE,
+			// SIGPIPE) instead of blocking until SIGTERM.
+			sp.stdout.Close()
+		}
 		sp.stdin.Close()
 		if !sp.waitFor(terminateAfter) {
 			sp.cmd.Process.Signal(syscall.SIGTERM)
@@ -187,6 +265,12 @@ func (e *ExitError) Unwrap() error { return e.Err }
 type stderrLog struct {
 	log    *slog.Logger
 	server string
+	// secrets are the server's configured values that may be credentials
+	// (its env, the args a ${VAR} filled): a server that fails may print
+	// its command line or environment, and each line, logged and kept for
+	// ExitError (whose text reaches the model and the console), is
+	// scrubbed of them and of the environment's, as the logs are.
+	secrets []string
 
 	mu   sync.Mutex // protects the fields below
 	line []byte     // the line being written, at most maxStderrLine bytes
@@ -230,6 +314,7 @@ func (l *stderrLog) emitLocked() {
 	if l.cut {
 		line += " [cut]"
 	}
+	line = logging.Scrub(line, l.secrets...)
 	l.line, l.cut = l.line[:0], false
 	l.log.Info("stdio server stderr", "server", l.server, "line", line)
 	if len(l.tail) == stderrTail {

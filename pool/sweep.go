@@ -44,7 +44,9 @@ func (p *Pool) collectIdle(now time.Time) []*entry {
 	for k, e := range p.entries {
 		// A session just dialed for callers that have not reached it yet
 		// is not idle, however long they take to get there.
-		if e.inUse == 0 && e.reserved == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
+		// Nor is one with a resource subscription: the server's updates
+		// come on it (subscribe.go).
+		if e.inUse == 0 && e.reserved == 0 && e.subscribed.Load() == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
 			delete(p.entries, k)
 			// The key's bookkeeping goes with its last session: a pool that
 			// sees many identities over time must not keep an entry per

@@ -13,14 +13,15 @@ import (
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
-// BenchmarkTurn runs one builtin-model turn through the retry loop and the
-// normalising transport ("normalising") and as turns ran before them
-// ("plain": builtin's transport directly, one attempt per step), on the
-// success path, where the new code must cost nothing. Cases: "abacus", the
+// BenchmarkTurn runs one builtin-model turn through the retry loop, the
+// normalising transport and the context budget ("normalising") and as
+// turns ran before them ("plain": builtin's transport directly, one
+// attempt per step, tool results and tools as they come, no nested usage
+// read), on the success path, where the new code must cost nothing. Cases: "abacus", the
 // oracle asking the real abacus toolset over loopback MCP (two steps);
 // "no-tools", the model alone (one step). Interleaved, with ratios:
 //
-//	go run ./internal/benchratio/rounds -n 9 -pkg ./runtime -bench Turn -variants normalising,plain |
+//	go run ./internal/benchratio/rounds -n 7 -benchtime 0.5s -pkg ./runtime -bench Turn -variants normalising,plain |
 //		go run ./internal/benchratio -baseline plain
 func BenchmarkTurn(b *testing.B) {
 	as := mcp.NewServer(&mcp.Implementation{Name: "abacus"}, nil)

@@ -43,6 +43,12 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 		if m.name == "" {
 			m.name = BuiltinModel
 		}
+		if m.name != BuiltinModel {
+			// The builtin model is chosen, never fallen into: a model named
+			// with no endpoint to serve it would have the planner answer
+			// under that name (Result.Model "gpt-4o" for a planner's text).
+			m.err = fmt.Errorf("%w: agent %q names model %q (%s) but no endpoint serves it: set $OPENAI_BASE_URL, or model.base_url in agent.json, to the endpoint that serves %q, or name the builtin model %q", ErrNoModel, def.Name, m.name, modelSource(def, opts), m.name, BuiltinModel)
+		}
 		cfg := openai.DefaultConfig("")
 		cfg.BaseURL = builtin.BaseURL
 		cfg.HTTPClient = &http.Client{Transport: &modelTransport{base: builtin.Transport()}}
@@ -78,6 +84,17 @@ func resolveModel(def *agentdef.Definition, opts *Options) model {
 	cfg.HTTPClient = wrapClient(opts.HTTPClient)
 	m.client = openai.NewClientWithConfig(cfg)
 	return m
+}
+
+// modelSource says where the model name came from, for an error about it.
+func modelSource(def *agentdef.Definition, opts *Options) string {
+	switch {
+	case opts.Model != "":
+		return "--model"
+	case opts.Getenv("OPENAI_MODEL") != "":
+		return "$OPENAI_MODEL"
+	}
+	return "model.name in agent.json"
 }
 
 // redact drops credentials a base URL may carry in its user info, so that

@@ -55,6 +55,24 @@ func TestResolveModel(t *testing.T) {
 			model: agentdef.Model{Name: "builtin"}, opts: Options{Getenv: env("OPENAI_BASE_URL", "http://env.test/v1")},
 			wantErr: "no model configured", errMention: "OPENAI_MODEL",
 		},
+		// The builtin model is chosen, never fallen into: a model name with
+		// no endpoint is an error naming where the name came from.
+		{
+			name: "a model named in the environment, no endpoint", opts: Options{Getenv: env("OPENAI_MODEL", "gpt-4o")},
+			wantErr: "no model configured", errMention: `"gpt-4o" ($OPENAI_MODEL) but no endpoint serves it`,
+		},
+		{
+			name: "a model named by --model, no endpoint", opts: Options{Model: "llama3.1", Getenv: env()},
+			wantErr: "no model configured", errMention: `"llama3.1" (--model) but no endpoint`,
+		},
+		{
+			name: "a model named in agent.json, no endpoint", model: agentdef.Model{Name: "gpt-4o-mini"},
+			wantErr: "no model configured", errMention: `(model.name in agent.json) but no endpoint`,
+		},
+		{
+			name: "--model builtin, no endpoint", opts: Options{Model: "builtin", Getenv: env("OPENAI_MODEL", "gpt-4o")},
+			wantBuiltin: true, wantName: "builtin",
+		},
 		{
 			name:  "a named key variable that is empty",
 			model: agentdef.Model{BaseURL: "http://json.test/v1", Name: "m", APIKeyEnv: "MY_KEY"}, opts: Options{Getenv: env()},

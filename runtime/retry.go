@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/sashabaranov/go-openai"
+	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -82,6 +83,11 @@ type modelVerdict struct {
 	asked bool
 	// fix says what to change, for a failure that retrying cannot mend.
 	fix string
+	// offered are the request's tools, for fixFor to name the one a 400
+	// refused (refusal.go), and toolbox the turn's, which says where each
+	// came from.
+	offered []openai.Tool
+	toolbox *delegation.Toolbox
 }
 
 // classifyModel decides whether a failed model request is sent again. The
@@ -315,7 +321,9 @@ func seconds(d time.Duration) string {
 // note tells the caller of each wait as it begins. The error names the
 // endpoint, the step, the attempts and the last failure, and wraps ErrModel
 // and the endpoint's own error.
-func (a *Agent) complete(ctx context.Context, req openai.ChatCompletionRequest, step int) (openai.ChatCompletionResponse, error) {
+//
+// su, when not nil, is filled in with what the step sent and cost.
+func (a *Agent) complete(ctx context.Context, req openai.ChatCompletionRequest, tools *delegation.Toolbox, step int, su *StepUsage) (openai.ChatCompletionResponse, error) {
 	if a.plain {
 		resp, err := a.chat(ctx, req, step)
 		if err == nil && len(resp.Choices) == 0 {
@@ -327,17 +335,40 @@ func (a *Agent) complete(ctx context.Context, req openai.ChatCompletionRequest, 
 	name, where := a.Model()
 	for n := 0; ; n++ {
 		var at attempt
+		began := time.Now()
 		resp, err := a.chat(withAttempt(ctx, &at), req, step)
 		if err == nil && len(resp.Choices) == 0 {
 			err = errNoChoices
 		}
+		mr := ModelRequest{Agent: a.def.Name, Model: name, Endpoint: where, Step: step, Attempt: n + 1,
+			Duration: time.Since(began), RequestBytes: at.requestBytes}
+		if su != nil {
+			su.Attempts, su.RequestBytes = n+1, at.requestBytes
+		}
 		if err == nil {
+			u := usageOf(resp.Usage)
+			if u.CachedTokens == 0 {
+				u.CachedTokens = at.cacheHit
+			}
+			mr.Outcome, mr.Usage = OutcomeOK, a.priced(u)
+			if su != nil {
+				su.Usage.Add(mr.Usage)
+			}
+			a.observe(mr)
 			return resp, nil
 		}
 		if ctx.Err() != nil {
+			mr.Outcome = OutcomeCanceled
+			a.observe(mr)
 			return resp, context.Cause(ctx)
 		}
 		v := classifyModel(err, at, time.Now())
+		v.offered, v.toolbox = req.Tools, tools
+		mr.Status, mr.Outcome = v.status, OutcomeFailed
+		if v.retry && n < a.retries {
+			mr.Outcome = OutcomeRetried
+		}
+		a.observe(mr)
 		if errors.Is(err, ErrModelTimeout) {
 			v.what = fmt.Sprintf("did not answer within %v", a.opts.ModelTimeout)
 		}
@@ -371,6 +402,12 @@ func (a *Agent) complete(ctx context.Context, req openai.ChatCompletionRequest, 
 // after attempts attempts.
 func (a *Agent) modelError(step, attempts int, v modelVerdict, err error) error {
 	name, where := a.Model()
+	if v.status == http.StatusBadRequest && contextExceeded(err) {
+		// Its own sentinel, so that the turn can make room and ask again
+		// (budget.go) rather than fail the step.
+		msg := logging.Scrub(apiMessage(err), a.model.apiKey)
+		return fmt.Errorf("%w: %w: model %q at %s, step %d: the endpoint refused the request as longer than the model's context (400): %q: %w", ErrModel, ErrContextLength, name, where, step, msg, err)
+	}
 	var why string
 	switch {
 	case v.fix != "":
@@ -389,6 +426,9 @@ func (a *Agent) fixFor(v modelVerdict, err error) string {
 	msg := logging.Scrub(apiMessage(err), a.model.apiKey)
 	switch v.status {
 	case http.StatusBadRequest:
+		if fix := a.refusalFix(v.offered, v.toolbox, err, msg); fix != "" {
+			return fix
+		}
 		return fmt.Sprintf("the endpoint refused the request (400): %q", msg)
 	case http.StatusUnauthorized:
 		if a.model.keySource == "" {
@@ -410,4 +450,32 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// observe tells Options.OnModelRequest of an attempt.
+func (a *Agent) observe(mr ModelRequest) {
+	if a.opts.OnModelRequest != nil {
+		a.opts.OnModelRequest(mr)
+	}
+}
+
+// priced returns u with its cost by agent.json's price table
+// (model.prices), under the model name the request was sent with: cached
+// prompt tokens at cached_input when the table gives it, else at input,
+// the other prompt tokens at input, completion tokens (reasoning
+// included) at output. A model without a price costs 0, and so does the
+// builtin model, which runs in the process.
+func (a *Agent) priced(u Usage) Usage {
+	p, ok := a.def.Model.Prices[a.model.name]
+	if a.model.builtin || !ok {
+		u.CostUSD = 0
+		return u
+	}
+	cached := min(max(u.CachedTokens, 0), u.PromptTokens)
+	cachedPrice := p.Input
+	if p.CachedInput != nil {
+		cachedPrice = *p.CachedInput
+	}
+	u.CostUSD = (float64(u.PromptTokens-cached)*p.Input + float64(cached)*cachedPrice + float64(u.CompletionTokens)*p.Output) / 1e6
+	return u
 }

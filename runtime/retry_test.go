@@ -154,6 +154,7 @@ const (
 	ollamaBusy      = `{"error":"server busy, please try again.  maximum pending requests exceeded"}`
 	ollamaNoModel   = `{"error":"model \"llama3.1\" not found, try pulling it first"}`
 	vllmBadRequest  = `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}`
+	vllmBadValue    = `{"object":"error","message":"temperature must be non-negative, got -1.0.","type":"BadRequestError","param":null,"code":400}`
 	vllmNoModel     = `{"object":"error","message":"The model ` + "`gpt-4o`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`
 	llamaCppLoading = `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`
 	deepSeekBusy    = `{"error":{"message":"Server overloaded, please try again later","type":"service_unavailable_error","param":null,"code":"server_overloaded"}}`
@@ -295,8 +296,12 @@ func TestNoRetryForRequestErrors(t *testing.T) {
 		status int
 		want   []string
 	}{
-		{"OpenAI 400 context length", fail(400, openAIContext), 400, []string{"refused the request (400)", "maximum context length is 128000 tokens"}},
-		{"vLLM 400", fail(400, vllmBadRequest), 400, []string{"refused the request (400)", "maximum context length is 4096 tokens"}},
+		// A context-length 400 on a request with no tool result to leave
+		// out fails at once too, saying what to set (budget.go); with tool
+		// results, TestContextLengthExceeded.
+		{"OpenAI 400 context length", fail(400, openAIContext), 400, []string{"longer than the model's context (400)", "maximum context length is 128000 tokens", "no tool result to leave out", "context.max_tool_results_bytes"}},
+		{"vLLM 400 context length", fail(400, vllmBadRequest), 400, []string{"longer than the model's context (400)", "maximum context length is 4096 tokens"}},
+		{"vLLM 400", fail(400, vllmBadValue), 400, []string{"refused the request (400)", "temperature must be"}},
 		{"OpenAI 401 echoing the key", func(w http.ResponseWriter, r *http.Request) {
 			fail(401, strings.Replace(openAIBadKey, "sk-test-***cret", strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), 1))(w, r)
 		}, 401, []string{"refused the API key (401)", "$ORACLE_KEY (model.api_key_env in agent.json)"}},

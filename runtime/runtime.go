@@ -68,8 +68,16 @@ type Options struct {
 	// has.
 	Servers []*pool.Server
 	// ModelTimeout bounds each model request (default
-	// $SWITCHBOARD_MODEL_TIMEOUT, else DefaultModelTimeout).
+	// $SWITCHBOARD_MODEL_TIMEOUT, else DefaultModelTimeout). For a
+	// streamed answer it is the wait for the first byte and then for each
+	// next one, so that a long answer that keeps coming is never cut.
 	ModelTimeout time.Duration
+	// NoStream asks for every answer whole (stream: false), as does
+	// $SWITCHBOARD_MODEL_STREAM=0. By default answers are streamed, so
+	// that WithAnswerHandler sees the text as it is written; an endpoint
+	// that refuses streams, or answers them with one JSON body, is asked
+	// without from then on.
+	NoStream bool
 	// MaxRetries bounds how many times a failed model request of one step
 	// is sent again (a 429, a 5xx, a reset, refused or timed-out
 	// connection), with exponential backoff and full jitter, honouring
@@ -79,12 +87,26 @@ type Options struct {
 	MaxRetries int
 	// MaxSteps overrides agent.json's max_steps.
 	MaxSteps int
+	// MaxToolResultBytes, MaxToolResultsBytes and MaxTools bound what a
+	// turn puts into the model's context (budget.go): one tool result's
+	// text, all the tool results' text of one request, and the tools
+	// offered. Zero means agent.json's "context", else
+	// DefaultMaxToolResultBytes, DefaultMaxToolResultsBytes and
+	// DefaultMaxTools; a negative value is taken as zero. A result bound
+	// above the request's is held to it.
+	MaxToolResultBytes  int
+	MaxToolResultsBytes int
+	MaxTools            int
 	// Parallel bounds the tool calls of one response run at once (default
 	// delegation.DefaultLimit).
 	Parallel int
 	// OnEvent is told of every delegation of every turn. A per-turn
 	// handler can also travel in the context (WithEventHandler).
 	OnEvent func(delegation.Event)
+	// OnModelRequest is told of every model request of every turn (each
+	// attempt, retries included) when it has ended: the agent server's
+	// metrics count them. It is called on the turn's goroutine.
+	OnModelRequest func(ModelRequest)
 	// Getenv looks up OPENAI_BASE_URL, OPENAI_MODEL, OPENAI_API_KEY and the
 	// agent's API key variable (default os.Getenv).
 	Getenv func(string) string
@@ -102,6 +124,8 @@ type Agent struct {
 	opts    Options
 	log     *slog.Logger
 	retries int // resolved MaxRetries
+	budget  budget
+	stream  streamMemo
 	// secrets are the values of the agent's mcp.json that are, or may be,
 	// credentials (mcpconfig.Config.Secrets): scrubbed from what the turn
 	// builds from configuration (the unavailable list, which goes into
@@ -110,9 +134,9 @@ type Agent struct {
 	// wait sleeps before a retry (sleep); tests replace it to see the
 	// waits without spending them.
 	wait func(context.Context, time.Duration) error
-	// plain sends each step's request once, without the retry loop, as
-	// turns did before it: only for the benchmark that measures what the
-	// loop costs (bench_test.go).
+	// plain sends each step's request once, without the retry loop and
+	// without the context budget, as turns did before them: only for the
+	// benchmark that measures what they cost (bench_test.go).
 	plain bool
 }
 
@@ -153,6 +177,7 @@ func New(def *agentdef.Definition, c delegation.Caller, opts *Options) (*Agent, 
 		a.model.err = fmt.Errorf("%w: agent %q: %w", ErrNoModel, def.Name, err)
 	}
 	a.retries = n
+	a.budget = resolveBudget(def, &a.opts)
 	return a, nil
 }
 

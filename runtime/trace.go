@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/otel"
@@ -22,7 +23,9 @@ import (
 
 const tracerName = "github.com/switchboard-run/switchboard/runtime"
 
-// chat runs one chat completion inside its span.
+// chat runs one chat completion inside its span: as a stream unless the
+// agent's options, the environment or the endpoint say otherwise
+// (stream.go).
 func (a *Agent) chat(ctx context.Context, req openai.ChatCompletionRequest, step int) (openai.ChatCompletionResponse, error) {
 	provider := "openai"
 	if a.model.builtin {
@@ -37,14 +40,16 @@ func (a *Agent) chat(ctx context.Context, req openai.ChatCompletionRequest, step
 		attribute.Int("switchboard.tools_offered", len(req.Tools)),
 	))
 	defer span.End()
-	// The deadline is the request's own: a turn of many steps gets the
-	// whole of it for each.
-	rctx, cancel := context.WithTimeoutCause(ctx, a.opts.ModelTimeout, ErrModelTimeout)
-	defer cancel()
-	resp, err := a.model.client.CreateChatCompletion(rctx, req)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), ErrModelTimeout) {
-		err = fmt.Errorf("%w: no answer within %v (set $%s or --model-timeout): %w", ErrModelTimeout, a.opts.ModelTimeout, EnvModelTimeout, err)
+	stream, err := a.streaming()
+	var resp openai.ChatCompletionResponse
+	if err == nil {
+		if stream {
+			resp, stream, err = a.chatStream(ctx, req, step)
+		} else {
+			resp, err = a.chatWhole(ctx, req, step)
+		}
 	}
+	span.SetAttributes(attribute.Bool("switchboard.stream", stream))
 	if err != nil {
 		errType := "request"
 		var apiErr *openai.APIError
@@ -76,4 +81,19 @@ func (a *Agent) chat(ctx context.Context, req openai.ChatCompletionRequest, step
 	}
 	span.SetAttributes(attrs...)
 	return resp, nil
+}
+
+// chatWhole runs one chat completion whose answer comes in one body. The
+// deadline is the request's own: a turn of many steps gets the whole of it
+// for each.
+func (a *Agent) chatWhole(ctx context.Context, req openai.ChatCompletionRequest, step int) (openai.ChatCompletionResponse, error) {
+	rctx, cancel := context.WithTimeoutCause(ctx, a.opts.ModelTimeout, ErrModelTimeout)
+	defer cancel()
+	stop := a.stillWorking(ctx, &liveness{began: time.Now()}, step)
+	defer stop()
+	resp, err := a.model.client.CreateChatCompletion(rctx, req)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), ErrModelTimeout) {
+		err = fmt.Errorf("%w: no answer within %v (set $%s or --model-timeout): %w", ErrModelTimeout, a.opts.ModelTimeout, EnvModelTimeout, err)
+	}
+	return resp, err
 }

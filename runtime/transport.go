@@ -14,13 +14,16 @@ package runtime
 // unmarshal object into ... string"), and an error object in a 200 body
 // (OpenRouter), which becomes the error answer it is. Anything else passes
 // through byte for byte, and so does a body it cannot parse: go-openai's
-// own error about it is the real one.
+// own error about it is the real one. An event stream (a streamed
+// request's answer) is never read here: it passes through as it comes,
+// and stream.go puts its chunks right as it reads them.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 )
@@ -35,6 +38,11 @@ type attempt struct {
 	// choices (OpenRouter); the transport turned it into the error answer
 	// it is, with that status.
 	errorIn200 bool
+	// requestBytes is the size of the request body as sent.
+	requestBytes int
+	// cacheHit is DeepSeek's usage.prompt_cache_hit_tokens in a whole
+	// answer, which go-openai's Usage has no member for.
+	cacheHit int
 }
 
 type attemptKey struct{}
@@ -49,15 +57,25 @@ type modelTransport struct {
 }
 
 func (t *modelTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	at, _ := req.Context().Value(attemptKey{}).(*attempt)
+	if at != nil && req.ContentLength > 0 {
+		at.requestBytes = int(req.ContentLength) // go-openai sends a bytes.Reader: the length is known
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return resp, err
 	}
-	at, _ := req.Context().Value(attemptKey{}).(*attempt)
 	if at != nil {
 		at.status, at.header = resp.StatusCode, resp.Header
 	}
 	if resp.StatusCode/100 != 2 {
+		return resp, nil
+	}
+	live := livenessOf(req.Context()) // set for a streamed request only
+	if live != nil && isEventStream(resp.Header) {
+		// An event stream passes through as it comes, each read seen:
+		// its chunks are normalised as they are read (stream.go).
+		resp.Body = live.body(resp.Body)
 		return resp, nil
 	}
 	if resp.ContentLength > maxModelResponse {
@@ -76,17 +94,39 @@ func (t *modelTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	resp.Body.Close()
+	if at != nil && bytes.Contains(buf, []byte(`prompt_cache_hit_tokens"`)) {
+		var probe struct {
+			Usage wireUsage `json:"usage"`
+		}
+		if json.Unmarshal(buf, &probe) == nil {
+			at.cacheHit = probe.Usage.PromptCacheHitTokens
+		}
+	}
 	out, status := normalizeResponse(buf)
 	if status != 0 {
 		resp.StatusCode, resp.Status = status, strconv.Itoa(status)+" "+http.StatusText(status)
 		if at != nil {
 			at.errorIn200 = true
 		}
+	} else if live != nil {
+		// A streamed request answered with one body: a JSON completion is
+		// the answer, handed on as a stream of one chunk.
+		out, live.plainJSON = asStream(out)
+		live.notStream = !live.plainJSON
+		if live.plainJSON {
+			resp.Header.Set("Content-Type", "text/event-stream")
+		}
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(out))
 	resp.ContentLength = int64(len(out))
 	resp.Header.Del("Content-Length")
 	return resp, nil
+}
+
+// isEventStream reports whether a response is a server-sent event stream.
+func isEventStream(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
 }
 
 // maxModelResponse bounds the body normalizeResponse reads: far beyond any

@@ -2,6 +2,7 @@ package packrat
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -61,8 +62,9 @@ func storeTagged(t *testing.T, cs *mcp.ClientSession, n int, tag string) {
 
 // TestDeleteNotesConfirmation: several notes are deleted only on an
 // accepted "confirm": true; a decline, a cancel, an accept that says
-// false, and a client that cannot elicit delete nothing; one note goes
-// without asking.
+// false, and a client that cannot elicit delete nothing, and are tool
+// errors (the tool did not do what it was asked) saying why; one note
+// goes without asking.
 func TestDeleteNotesConfirmation(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -70,6 +72,7 @@ func TestDeleteNotesConfirmation(t *testing.T) {
 		left   int
 		says   string
 	}{
+		// A tool error whenever notes are left: nothing was deleted.
 		{"accept", func(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
 		}, 0, `Deleted 3 notes tagged "old"`},
@@ -93,10 +96,15 @@ func TestDeleteNotesConfirmation(t *testing.T) {
 			cs, asked := serveAsking(t, c.answer)
 			storeTagged(t, cs, 3, "old")
 			storeTagged(t, cs, 1, "keep")
+			res := tooltest.Call(t, cs, "delete_notes", map[string]any{"tag": "Old"}, nil)
+			// Read even from a tool error: it says what was asked and
+			// answered.
 			var out deleteNotesOut
-			res := tooltest.Call(t, cs, "delete_notes", map[string]any{"tag": "Old"}, &out)
-			if res.IsError || !strings.Contains(mcptest.Text(res), c.says) {
-				t.Fatalf("delete_notes: %q (error %v), want it to say %q", mcptest.Text(res), res.IsError, c.says)
+			if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &out) != nil {
+				t.Fatalf("delete_notes: structured content %+v: %v", res.StructuredContent, err)
+			}
+			if wantErr := c.left > 0; res.IsError != wantErr || !strings.Contains(mcptest.Text(res), c.says) {
+				t.Fatalf("delete_notes: %q (error %v), want it to say %q (error %v)", mcptest.Text(res), res.IsError, c.says, wantErr)
 			}
 			if got := tagged(t, cs, "old"); got != c.left {
 				t.Errorf("%d notes tagged old left, want %d", got, c.left)

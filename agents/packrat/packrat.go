@@ -27,13 +27,39 @@ const DBFile = "packrat.db"
 // and delete_note. The returned Closer closes the database; call it after s
 // has stopped serving. A nil logger discards.
 func Register(s *mcp.Server, dataDir string, logger *slog.Logger) (io.Closer, error) {
-	if dataDir == "" {
-		return nil, errors.New("packrat: no data directory")
-	}
+	return RegisterWith(s, &Options{DataDir: dataDir, Logger: logger})
+}
+
+// Options configure RegisterWith.
+type Options struct {
+	// DataDir holds packrat.db when there is no DatabaseURL.
+	DataDir string
+	// DatabaseURL, when set, is the PostgreSQL database every replica of
+	// the agent shares (store_pg.go), its tables in Schema (required with
+	// it: pgdb.SchemaFor(the agent's name)).
+	DatabaseURL, Schema string
+	Logger              *slog.Logger // nil discards
+}
+
+// RegisterWith is Register with the archive in PostgreSQL when
+// o.DatabaseURL is set.
+func RegisterWith(s *mcp.Server, o *Options) (io.Closer, error) {
+	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	st, err := openStore(context.Background(), filepath.Join(dataDir, DBFile))
+	var (
+		st  *store
+		err error
+	)
+	switch {
+	case o.DatabaseURL != "":
+		st, err = openPGStore(context.Background(), o.DatabaseURL, o.Schema)
+	case o.DataDir == "":
+		return nil, errors.New("packrat: no data directory")
+	default:
+		st, err = openStore(context.Background(), filepath.Join(o.DataDir, DBFile))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("packrat: %w", err)
 	}

@@ -68,6 +68,10 @@ type query struct {
 type store struct {
 	db  *sql.DB
 	now func() time.Time // injectable for tests
+	pg  *pgStore         // nil on SQLite (store_pg.go)
+	dialect
+
+	lookup *sql.Stmt // lookupSQL, prepared (idempotency.go)
 
 	recorded atomic.Int64 // keyed calls recorded, for eviction (idempotency.go)
 
@@ -110,7 +114,12 @@ func openStore(ctx context.Context, path string) (*store, error) {
 			return nil, fmt.Errorf("open packrat store %s: %w", path, err)
 		}
 	}
-	return &store{db: db, now: time.Now}, nil
+	st := &store{db: db, now: time.Now, dialect: sqliteDialect}
+	if err := st.prepareLookup(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open packrat store %s: %w", path, err)
+	}
+	return st, nil
 }
 
 // The archive holds whatever a user asked to remember: its directory is
@@ -176,7 +185,16 @@ func refuseEscapingLink(path, within string) error {
 
 // Close closes the database. It is safe to call more than once.
 func (s *store) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	s.closeOnce.Do(func() {
+		if s.lookup != nil {
+			s.lookup.Close()
+		}
+		s.closeErr = s.db.Close()
+		if s.pg != nil {
+			s.pg.locks.Close()
+			s.pg.pool.Close()
+		}
+	})
 	return s.closeErr
 }
 
@@ -201,6 +219,22 @@ func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bo
 	if err != nil {
 		return Note{}, false, err
 	}
+	for attempt := 1; ; attempt++ {
+		note, stored, err = s.putOnce(ctx, n, render)
+		// On PostgreSQL two replicas' transactions for one caller's key
+		// can both find it free; one insert then fails on the UNIQUE
+		// index, its transaction rolled back (nothing stored), and the
+		// retry finds the other's note.
+		if !s.retryable(err) || attempt == maxPutAttempts {
+			return note, stored, err
+		}
+	}
+}
+
+// maxPutAttempts bounds putRecorded's retries after a unique violation.
+const maxPutAttempts = 3
+
+func (s *store) putOnce(ctx context.Context, n newNote, render func(Note, bool) ([]byte, error)) (note Note, stored bool, err error) {
 	tagsJSON, err := json.Marshal(append([]string{}, n.Tags...)) // "[]", never "null"
 	if err != nil {
 		return Note{}, false, fmt.Errorf("store note: %w", err)
@@ -225,7 +259,7 @@ func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bo
 	if n.IdempotencyKey != "" {
 		key = n.IdempotencyKey
 		old, err := scanNote(tx.QueryRowContext(ctx,
-			`SELECT id, title, text, tags, created_at FROM notes WHERE idempotency_key = ?`, key))
+			s.q(`SELECT id, title, text, tags, created_at FROM notes WHERE idempotency_key = ?`), key))
 		switch {
 		case err == nil:
 			if old.Title != n.Title || old.Text != n.Text || !slices.Equal(old.Tags, n.Tags) {
@@ -246,8 +280,8 @@ func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bo
 	created := s.now().UTC()
 	note = Note{Title: n.Title, Text: n.Text, Tags: n.Tags, CreatedAt: created}
 	err = tx.QueryRowContext(ctx,
-		`INSERT INTO notes (title, text, tags, folded, idempotency_key, created_at, call_fingerprint, call_ms)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		s.q(`INSERT INTO notes (title, text, tags, folded, idempotency_key, created_at, call_fingerprint, call_ms)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
 		n.Title, n.Text, string(tagsJSON), fold(n), key, created.Format(time.RFC3339Nano), callFP, callMS,
 	).Scan(&note.ID)
 	if err != nil {
@@ -270,7 +304,7 @@ func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bo
 // get returns the note with id.
 func (s *store) get(ctx context.Context, id int64) (Note, error) {
 	note, err := scanNote(s.db.QueryRowContext(ctx,
-		`SELECT id, title, text, tags, created_at FROM notes WHERE id = ?`, id))
+		s.q(`SELECT id, title, text, tags, created_at FROM notes WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Note{}, notFound(id)
 	}
@@ -295,7 +329,7 @@ func (s *store) remove(ctx context.Context, id int64) (Note, error) {
 		return Note{}, fmt.Errorf("delete note %d: %w", id, err)
 	}
 	note, err := scanNote(tx.QueryRowContext(ctx,
-		`DELETE FROM notes WHERE id = ? RETURNING id, title, text, tags, created_at`, id))
+		s.q(`DELETE FROM notes WHERE id = ? RETURNING id, title, text, tags, created_at`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Note{}, notFound(id)
 	}
@@ -321,12 +355,12 @@ func (s *store) find(ctx context.Context, q query) (notes []Note, more bool, err
 	)
 	for _, t := range q.Terms {
 		if t = strings.ToLower(t); t != "" {
-			where = append(where, "instr(folded, ?) > 0")
+			where = append(where, s.dialect.contains)
 			args = append(args, t)
 		}
 	}
 	if tag := strings.ToLower(strings.TrimSpace(q.Tag)); tag != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM json_each(notes.tags) WHERE value = ?)")
+		where = append(where, s.dialect.hasTag)
 		args = append(args, tag)
 	}
 	sqlText := `SELECT id, title, text, tags, created_at FROM notes`
@@ -338,7 +372,7 @@ func (s *store) find(ctx context.Context, q query) (notes []Note, more bool, err
 	sqlText += " ORDER BY id DESC LIMIT ?"
 	args = append(args, limit+1)
 
-	rows, err := s.db.QueryContext(ctx, sqlText, args...)
+	rows, err := s.db.QueryContext(ctx, s.q(sqlText), args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("find notes: %w", err)
 	}

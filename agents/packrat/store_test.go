@@ -64,177 +64,189 @@ func TestStorePersistsAcrossReopen(t *testing.T) {
 }
 
 func TestStoreIdempotencyConcurrent(t *testing.T) {
-	ctx := context.Background()
-	st := openTestStore(t, t.TempDir())
+	eachStore(t, func(t *testing.T, open func(*testing.T) *store) {
+		ctx := context.Background()
+		st := open(t)
 
-	const n = 16
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		ids     [n]int64
-		storeds [n]bool
-		errs    [n]error
-	)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			note, stored, err := st.put(ctx, newNote{Text: "once", IdempotencyKey: "same-key"})
-			ids[i], storeds[i], errs[i] = note.ID, stored, err
-		})
-	}
-	close(start)
-	wg.Wait()
+		const n = 16
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			ids     [n]int64
+			storeds [n]bool
+			errs    [n]error
+		)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				note, stored, err := st.put(ctx, newNote{Text: "once", IdempotencyKey: "same-key"})
+				ids[i], storeds[i], errs[i] = note.ID, stored, err
+			})
+		}
+		close(start)
+		wg.Wait()
 
-	stored := 0
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("put %d: %v", i, errs[i])
+		stored := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("put %d: %v", i, errs[i])
+			}
+			if ids[i] != ids[0] {
+				t.Errorf("put %d returned id %d, put 0 returned %d", i, ids[i], ids[0])
+			}
+			if storeds[i] {
+				stored++
+			}
 		}
-		if ids[i] != ids[0] {
-			t.Errorf("put %d returned id %d, put 0 returned %d", i, ids[i], ids[0])
+		if stored != 1 {
+			t.Errorf("%d puts reported stored=true, want exactly 1", stored)
 		}
-		if storeds[i] {
-			stored++
+		notes, _, err := st.find(ctx, query{Limit: maxLimit})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if stored != 1 {
-		t.Errorf("%d puts reported stored=true, want exactly 1", stored)
-	}
-	notes, _, err := st.find(ctx, query{Limit: maxLimit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(notes) != 1 {
-		t.Errorf("archive holds %d notes, want 1", len(notes))
-	}
+		if len(notes) != 1 {
+			t.Errorf("archive holds %d notes, want 1", len(notes))
+		}
+	})
 }
 
 func TestStoreWithoutKeyStoresDuplicates(t *testing.T) {
-	st := openTestStore(t, t.TempDir())
-	a := mustPut(t, st, newNote{Text: "same"})
-	b := mustPut(t, st, newNote{Text: "same"})
-	if a.ID == b.ID {
-		t.Errorf("two keyless stores share id %d", a.ID)
-	}
+	eachStore(t, func(t *testing.T, open func(*testing.T) *store) {
+		st := open(t)
+		a := mustPut(t, st, newNote{Text: "same"})
+		b := mustPut(t, st, newNote{Text: "same"})
+		if a.ID == b.ID {
+			t.Errorf("two keyless stores share id %d", a.ID)
+		}
+	})
 }
 
 func TestStoreKeyConflict(t *testing.T) {
-	ctx := context.Background()
-	st := openTestStore(t, t.TempDir())
-	first := mustPut(t, st, newNote{Text: "v1", IdempotencyKey: "k"})
-	_, _, err := st.put(ctx, newNote{Text: "v2", IdempotencyKey: "k"})
-	if !errors.Is(err, errKeyConflict) {
-		t.Fatalf("put with reused key and new text: err = %v, want errKeyConflict", err)
-	}
-	if !strings.Contains(err.Error(), fmt.Sprint(first.ID)) {
-		t.Errorf("error %q does not name note %d", err, first.ID)
-	}
-	// A key is free again once its note is deleted.
-	if _, err := st.remove(ctx, first.ID); err != nil {
-		t.Fatal(err)
-	}
-	mustPut(t, st, newNote{Text: "v2", IdempotencyKey: "k"})
+	eachStore(t, func(t *testing.T, open func(*testing.T) *store) {
+		ctx := context.Background()
+		st := open(t)
+		first := mustPut(t, st, newNote{Text: "v1", IdempotencyKey: "k"})
+		_, _, err := st.put(ctx, newNote{Text: "v2", IdempotencyKey: "k"})
+		if !errors.Is(err, errKeyConflict) {
+			t.Fatalf("put with reused key and new text: err = %v, want errKeyConflict", err)
+		}
+		if !strings.Contains(err.Error(), fmt.Sprint(first.ID)) {
+			t.Errorf("error %q does not name note %d", err, first.ID)
+		}
+		// A key is free again once its note is deleted.
+		if _, err := st.remove(ctx, first.ID); err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, st, newNote{Text: "v2", IdempotencyKey: "k"})
+	})
 }
 
 func TestStoreRejects(t *testing.T) {
-	st := openTestStore(t, t.TempDir())
-	tests := []struct {
-		name string
-		n    newNote
-		want error
-	}{
-		{"empty", newNote{Text: ""}, errEmptyText},
-		{"blank", newNote{Text: " \n\t"}, errEmptyText},
-		{"huge", newNote{Text: strings.Repeat("x", maxTextBytes+1)}, errInvalid},
-		{"long title", newNote{Text: "x", Title: strings.Repeat("t", maxTitleRunes+1)}, errInvalid},
-		{"too many tags", newNote{Text: "x", Tags: func() []string {
-			var tags []string
-			for i := range maxTags + 1 {
-				tags = append(tags, fmt.Sprint("t", i))
-			}
-			return tags
-		}()}, errInvalid},
-		{"long tag", newNote{Text: "x", Tags: []string{strings.Repeat("t", maxTagRunes+1)}}, errInvalid},
-		{"bad utf8", newNote{Text: "\xff"}, errInvalid},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, _, err := st.put(context.Background(), tt.n); !errors.Is(err, tt.want) {
-				t.Errorf("put: err = %v, want %v", err, tt.want)
-			}
-		})
-	}
+	eachStore(t, func(t *testing.T, open func(*testing.T) *store) {
+		st := open(t)
+		tests := []struct {
+			name string
+			n    newNote
+			want error
+		}{
+			{"empty", newNote{Text: ""}, errEmptyText},
+			{"blank", newNote{Text: " \n\t"}, errEmptyText},
+			{"huge", newNote{Text: strings.Repeat("x", maxTextBytes+1)}, errInvalid},
+			{"long title", newNote{Text: "x", Title: strings.Repeat("t", maxTitleRunes+1)}, errInvalid},
+			{"too many tags", newNote{Text: "x", Tags: func() []string {
+				var tags []string
+				for i := range maxTags + 1 {
+					tags = append(tags, fmt.Sprint("t", i))
+				}
+				return tags
+			}()}, errInvalid},
+			{"long tag", newNote{Text: "x", Tags: []string{strings.Repeat("t", maxTagRunes+1)}}, errInvalid},
+			{"bad utf8", newNote{Text: "\xff"}, errInvalid},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if _, _, err := st.put(context.Background(), tt.n); !errors.Is(err, tt.want) {
+					t.Errorf("put: err = %v, want %v", err, tt.want)
+				}
+			})
+		}
+	})
 }
 
 func TestStoreGetDelete(t *testing.T) {
-	ctx := context.Background()
-	st := openTestStore(t, t.TempDir())
-	a := mustPut(t, st, newNote{Text: "a"})
-	deleted, err := st.remove(ctx, a.ID)
-	if err != nil || deleted.Text != "a" {
-		t.Fatalf("remove = (%+v, %v)", deleted, err)
-	}
-	if _, err := st.get(ctx, a.ID); !errors.Is(err, errNotFound) {
-		t.Errorf("get deleted: err = %v, want errNotFound", err)
-	}
-	if _, err := st.remove(ctx, a.ID); !errors.Is(err, errNotFound) {
-		t.Errorf("remove twice: err = %v, want errNotFound", err)
-	}
-	// AUTOINCREMENT: the deleted id is not handed out again.
-	b := mustPut(t, st, newNote{Text: "b"})
-	if b.ID <= a.ID {
-		t.Errorf("new note got id %d, not above deleted id %d", b.ID, a.ID)
-	}
+	eachStore(t, func(t *testing.T, open func(*testing.T) *store) {
+		ctx := context.Background()
+		st := open(t)
+		a := mustPut(t, st, newNote{Text: "a"})
+		deleted, err := st.remove(ctx, a.ID)
+		if err != nil || deleted.Text != "a" {
+			t.Fatalf("remove = (%+v, %v)", deleted, err)
+		}
+		if _, err := st.get(ctx, a.ID); !errors.Is(err, errNotFound) {
+			t.Errorf("get deleted: err = %v, want errNotFound", err)
+		}
+		if _, err := st.remove(ctx, a.ID); !errors.Is(err, errNotFound) {
+			t.Errorf("remove twice: err = %v, want errNotFound", err)
+		}
+		// AUTOINCREMENT: the deleted id is not handed out again.
+		b := mustPut(t, st, newNote{Text: "b"})
+		if b.ID <= a.ID {
+			t.Errorf("new note got id %d, not above deleted id %d", b.ID, a.ID)
+		}
+	})
 }
 
 func TestStoreFind(t *testing.T) {
-	ctx := context.Background()
-	st := openTestStore(t, t.TempDir())
-	clock := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	st.now = func() time.Time { clock = clock.Add(time.Minute); return clock }
+	eachStore(t, func(t *testing.T, open func(*testing.T) *store) {
+		ctx := context.Background()
+		st := open(t)
+		clock := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		st.now = func() time.Time { clock = clock.Add(time.Minute); return clock }
 
-	milk := mustPut(t, st, newNote{Title: "Groceries", Text: "Buy MILK and eggs", Tags: []string{"home"}})
-	meeting := mustPut(t, st, newNote{Title: "Standup", Text: "Discuss the milk budget", Tags: []string{"work"}})
-	cafe := mustPut(t, st, newNote{Text: "Café Über opens at 8", Tags: []string{"Travel"}})
-	_ = mustPut(t, st, newNote{Text: "50% off, a_b"})
+		milk := mustPut(t, st, newNote{Title: "Groceries", Text: "Buy MILK and eggs", Tags: []string{"home"}})
+		meeting := mustPut(t, st, newNote{Title: "Standup", Text: "Discuss the milk budget", Tags: []string{"work"}})
+		cafe := mustPut(t, st, newNote{Text: "Café Über opens at 8", Tags: []string{"Travel"}})
+		_ = mustPut(t, st, newNote{Text: "50% off, a_b"})
 
-	ids := func(notes []Note) []int64 {
-		var out []int64
-		for _, n := range notes {
-			out = append(out, n.ID)
+		ids := func(notes []Note) []int64 {
+			var out []int64
+			for _, n := range notes {
+				out = append(out, n.ID)
+			}
+			return out
 		}
-		return out
-	}
-	tests := []struct {
-		name     string
-		q        query
-		want     []int64
-		wantMore bool
-	}{
-		{"case-insensitive, newest first", query{Terms: []string{"milk"}}, []int64{meeting.ID, milk.ID}, false},
-		{"every term must match", query{Terms: []string{"milk", "eggs"}}, []int64{milk.ID}, false},
-		{"title matches", query{Terms: []string{"groceries"}}, []int64{milk.ID}, false},
-		{"tag matches as a term", query{Terms: []string{"work"}}, []int64{meeting.ID}, false},
-		{"unicode folding", query{Terms: []string{"CAFÉ", "über"}}, []int64{cafe.ID}, false},
-		{"LIKE wildcards are literal", query{Terms: []string{"%"}}, []int64{4}, false},
-		{"underscore is literal", query{Terms: []string{"a_b"}}, []int64{4}, false},
-		{"tag filter", query{Terms: []string{"milk"}, Tag: "HOME"}, []int64{milk.ID}, false},
-		{"tag filter alone", query{Tag: "travel"}, []int64{cafe.ID}, false},
-		{"no match", query{Terms: []string{"zebra"}}, nil, false},
-		{"limit and more", query{Limit: 2}, []int64{4, cafe.ID}, true},
-		{"limit exactly", query{Limit: 4}, []int64{4, cafe.ID, meeting.ID, milk.ID}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			notes, more, err := st.find(ctx, tt.q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := ids(notes); !slices.Equal(got, tt.want) || more != tt.wantMore {
-				t.Errorf("find(%+v) = %v, more=%v; want %v, more=%v", tt.q, got, more, tt.want, tt.wantMore)
-			}
-		})
-	}
+		tests := []struct {
+			name     string
+			q        query
+			want     []int64
+			wantMore bool
+		}{
+			{"case-insensitive, newest first", query{Terms: []string{"milk"}}, []int64{meeting.ID, milk.ID}, false},
+			{"every term must match", query{Terms: []string{"milk", "eggs"}}, []int64{milk.ID}, false},
+			{"title matches", query{Terms: []string{"groceries"}}, []int64{milk.ID}, false},
+			{"tag matches as a term", query{Terms: []string{"work"}}, []int64{meeting.ID}, false},
+			{"unicode folding", query{Terms: []string{"CAFÉ", "über"}}, []int64{cafe.ID}, false},
+			{"LIKE wildcards are literal", query{Terms: []string{"%"}}, []int64{4}, false},
+			{"underscore is literal", query{Terms: []string{"a_b"}}, []int64{4}, false},
+			{"tag filter", query{Terms: []string{"milk"}, Tag: "HOME"}, []int64{milk.ID}, false},
+			{"tag filter alone", query{Tag: "travel"}, []int64{cafe.ID}, false},
+			{"no match", query{Terms: []string{"zebra"}}, nil, false},
+			{"limit and more", query{Limit: 2}, []int64{4, cafe.ID}, true},
+			{"limit exactly", query{Limit: 4}, []int64{4, cafe.ID, meeting.ID, milk.ID}, false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				notes, more, err := st.find(ctx, tt.q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ids(notes); !slices.Equal(got, tt.want) || more != tt.wantMore {
+					t.Errorf("find(%+v) = %v, more=%v; want %v, more=%v", tt.q, got, more, tt.want, tt.wantMore)
+				}
+			})
+		}
+	})
 }
 
 func TestStoreRefusesNewerSchema(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-run/switchboard/agents/internal/toolschema"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -103,7 +104,7 @@ func addTools(s *mcp.Server, st *store, log *slog.Logger) {
 			return nil, storeNoteOut{}, fmt.Errorf("%w: pass the content to archive in \"text\"", err)
 		}
 		if err != nil {
-			return nil, storeNoteOut{}, err
+			return nil, storeNoteOut{}, st.unavailable(err)
 		}
 		if stored {
 			log.Info("note stored", "id", note.ID)
@@ -210,7 +211,10 @@ const confirmID = "confirm"
 // delete_note would), several only once the caller's person confirmed.
 // Anything but an accepted "confirm": true (a decline, a cancel, a caller
 // that cannot elicit) deletes nothing: a destructive act on many notes is
-// never the default.
+// never the default. And it is a tool error: the tool did not do what it
+// was asked, and a success would let the caller's turn (and `switchboard
+// ask`'s exit code) say the task was done; the text says why, so that a
+// model reports the person's answer instead of trying again.
 //
 // The question is a multi round-trip input request (SEP-2322): the first
 // call answers with the elicitation in InputRequests and the ids in
@@ -247,7 +251,7 @@ func deleteNotes(ctx context.Context, req *mcp.CallToolRequest, st *store, log *
 			if !canElicit(req) {
 				out.Action = "unavailable"
 				log.Info("delete_notes: nobody could confirm; nothing deleted", "tag", tag)
-				return withOut(textResult(fmt.Sprintf("Nothing deleted: deleting %d notes tagged %q needs confirmation, and the caller cannot be asked (it does not support elicitation).", len(notes), tag)), out), nil
+				return withOut(toolErr("Nothing deleted: deleting %d notes tagged %q needs confirmation, and the caller cannot be asked (it does not support elicitation).", len(notes), tag), out), nil
 			}
 			return &mcp.CallToolResult{
 				InputRequests: mcp.InputRequestMap{confirmID: confirmation(notes, tag, more)},
@@ -260,7 +264,7 @@ func deleteNotes(ctx context.Context, req *mcp.CallToolRequest, st *store, log *
 		}
 		out.Action = res.Action
 		if res.Action != "accept" || res.Content["confirm"] != true {
-			return withOut(textResult(fmt.Sprintf("Nothing deleted: deleting %d notes tagged %q was not confirmed (%s).", len(notes), tag, res.Action)), out), nil
+			return withOut(toolErr("Nothing deleted: deleting %d notes tagged %q was not confirmed (%s).", len(notes), tag, res.Action), out), nil
 		}
 		// Only the notes the person was asked about, of those that still
 		// carry the tag.
@@ -414,4 +418,19 @@ func describeNote(n Note) string {
 	b.WriteString(")\n")
 	b.WriteString(n.Text)
 	return b.String()
+}
+
+// unavailable turns a failed store on PostgreSQL that is not the caller's
+// fault (a database lost, a connection cut) into a JSON-RPC internal error,
+// which a client reads as a failed call rather than as the tool's answer,
+// and which the idempotency guard does not record: a resend with the same
+// key finds the note if its transaction committed before the connection
+// was lost, and stores it if not. On SQLite, and for the caller's own
+// mistakes, err is returned as it is (a tool error the model reads).
+func (s *store) unavailable(err error) error {
+	if s.pg == nil || errors.Is(err, errEmptyText) || errors.Is(err, errInvalid) || errors.Is(err, errKeyConflict) {
+		return err
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+		"store_note: packrat's database failed (%v); the note was stored only if its transaction committed before that, and a resend with the same idempotency key tells which", err)}
 }

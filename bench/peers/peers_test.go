@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,8 +31,9 @@ import (
 const protocol = "2025-11-25"
 
 // BenchmarkPeers calls the echo tool of one go-sdk server in a child
-// process from four clients, at 1 and 16 concurrent callers sharing one
-// session (one client):
+// process from four clients, at 1, 16 and 64 concurrent callers sharing
+// one session (one client); the Go clients report their CPU per call
+// (cpu-us/op, see parallel):
 //
 //   - pooled: pool.Pool.CallTool;
 //   - raw-session: one go-sdk ClientSession held open (the baseline);
@@ -49,7 +51,7 @@ func BenchmarkPeers(b *testing.B) {
 	hc := &http.Client{Transport: tr}
 	ctx := context.Background()
 	args := map[string]any{"id": "bench", "text": "x"}
-	cases := []int{1, 16}
+	cases := []int{1, 16, 64}
 
 	for _, conc := range cases {
 		b.Run(fmt.Sprintf("pooled/c%d", conc), func(b *testing.B) {
@@ -130,11 +132,15 @@ func BenchmarkPeers(b *testing.B) {
 	}
 }
 
-// parallel runs b.N calls of fn spread over conc goroutines.
+// parallel runs b.N calls of fn spread over conc goroutines, and reports
+// cpu-us/op: this process's CPU time (user and system, getrusage) per
+// call, which is the client's alone, the server being another process.
+// Unlike ns/op it does not move with what else the machine is doing.
 func parallel(b *testing.B, conc int, fn func() error) {
 	b.Helper()
 	b.ReportAllocs()
 	b.ResetTimer()
+	t0 := cpuTime()
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	var mu sync.Mutex
@@ -152,9 +158,20 @@ func parallel(b *testing.B, conc int, fn func() error) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	used := cpuTime() - t0
 	if first != nil {
 		b.Fatal(first)
 	}
+	b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// cpuTime is this process's CPU time, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func firstOf(first, err error) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/askcmd"
 	"github.com/switchboard-run/switchboard/internal/clientcmd"
 	"github.com/switchboard-run/switchboard/internal/logincmd"
+	"github.com/switchboard-run/switchboard/internal/runscmd"
 	"github.com/switchboard-run/switchboard/internal/statuscmd"
 	"github.com/switchboard-run/switchboard/internal/upcmd"
 	"github.com/switchboard-run/switchboard/internal/versioncmd"
@@ -27,6 +28,7 @@ commands:
   agent serve --agent agents/NAME         run one agent as an MCP server
   client [--config tools/mcp.json]        JSON lines on stdin -> pooled MCP calls -> JSON lines on stdout
   status [--studio URL] [--json]          a running studio's agents, pools, calls and recent delegations
+  runs [--agent NAME] [--all] [--json]    the agents' journaled runs: those that may be resumed (ask --resume RUN)
   login [--config tools/mcp.json] SERVER  sign in to an OAuth-protected MCP server (prints a URL to open)
   logout [--config tools/mcp.json] SERVER revoke and forget the stored token
   version                                 print the version
@@ -50,6 +52,7 @@ var commands = map[string]command{
 	"up":      upcmd.Main,
 	"client":  clientcmd.Main,
 	"status":  statuscmd.Main,
+	"runs":    runscmd.Main,
 	"login":   logincmd.Login,
 	"logout":  logincmd.Logout,
 	"agent":   agentcmd.Main,

@@ -43,7 +43,7 @@ func TestHelpEverywhere(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--help"}, {"help"}, {"-h"}, {"help", "--help"}, {"help", "-h"},
-		{"ask", "--help"}, {"ask", "-h"}, {"up", "--help"}, {"client", "--help"}, {"status", "--help"}, {"login", "--help"}, {"logout", "--help"},
+		{"ask", "--help"}, {"ask", "-h"}, {"up", "--help"}, {"client", "--help"}, {"status", "--help"}, {"runs", "--help"}, {"login", "--help"}, {"logout", "--help"},
 		{"agent", "--help"}, {"agent", "serve", "--help"}, {"version", "--help"},
 		{"help", "ask"}, {"help", "agent"}, {"ask", "--json", "--help", "a task"},
 	} {

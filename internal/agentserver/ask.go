@@ -1,6 +1,7 @@
 package agentserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/journal"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/pool"
@@ -28,6 +31,8 @@ import (
 
 type askInput struct {
 	Task string `json:"task" jsonschema:"the task for this agent, in plain language; the agent works on it with its own model and tools and answers in text"`
+	// Resume is switchboard ask --resume: with an empty task.
+	Resume string `json:"resume,omitempty" jsonschema:"leave out: the id of an earlier run of this agent to resume from its journal instead of a new task (the task is then empty)"`
 }
 
 // asker owns the runtime.Agent behind the ask tool. Both the agent and its
@@ -42,6 +47,8 @@ type asker struct {
 	secrets []string
 	// modelTimeout is runtime.Options.ModelTimeout; set once by New.
 	modelTimeout time.Duration
+	// journal keeps every run (journal.go); set once by New.
+	journal *journal.Journal
 
 	mu      sync.Mutex // protects following fields
 	pool    *pool.Pool
@@ -71,8 +78,13 @@ func (a *asker) register(s *mcp.Server) {
 
 func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInput) (*mcp.CallToolResult, any, error) {
 	name := a.def.Name
-	if strings.TrimSpace(in.Task) == "" {
+	switch {
+	case in.Resume != "" && strings.TrimSpace(in.Task) != "":
+		return toolError("agent %s: give a task or a run to resume, not both", name), nil, nil
+	case in.Resume == "" && strings.TrimSpace(in.Task) == "":
 		return toolError("agent %s: the task is empty", name), nil, nil
+	case in.Resume != "" && a.journal == nil:
+		return toolError("agent %s: it keeps no run journal, so run %q cannot be resumed", name, in.Resume), nil, nil
 	}
 	chain, ok := ChainFrom(ctx)
 	if !ok {
@@ -99,16 +111,27 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		}()
 	}
 
+	var reportRun func(string) // the first message, once the run is known
 	rawReport, stopReporting := progressReporter(ctx, req, a.logger)
 	defer stopReporting()
 	if rawReport != nil {
 		// Every message goes to the caller: an unavailable sibling's error
 		// names its URL, and a delegation's error what the server said.
-		report := func(msg string) { rawReport(a.scrub(msg)) }
-		report(fmt.Sprintf("agent %s: working on the task (run %s)", name, chain.RunID))
+		answers := newAnswerBatch(func(msg string) { rawReport(msg) }, a.scrub)
+		defer answers.close() // before stopReporting: the last text goes out first
+		// Every message goes after the answer text before it, so that the
+		// caller sees them in the order the turn made them.
+		report := func(msg string) {
+			answers.flush()
+			rawReport(a.scrub(msg))
+		}
+		reportRun = func(msg string) { report(fmt.Sprintf("agent %s: %s", name, msg)) }
 		// Each delegation of the turn, as it starts and as it finishes,
 		// reaches the caller as one progress message: a delegation.Event
 		// as a JSON line. Notes (an unavailable sibling) are plain text.
+		// The answer's text as the model writes it is a JSON line too, a
+		// runtime.AnswerDelta ({"step":2,"answer_delta":"..."}), a batch
+		// of deltas per message (answerBatch).
 		ctx = runtime.WithEventHandler(ctx, func(e delegation.Event) {
 			b, err := json.Marshal(e)
 			if err != nil {
@@ -119,16 +142,60 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		ctx = runtime.WithNoteHandler(ctx, func(msg string) {
 			report(fmt.Sprintf("agent %s: %s", name, msg))
 		})
+		ctx = runtime.WithAnswerHandler(ctx, answers.add)
 	}
 
 	agent, err := a.runtimeAgent()
 	if err != nil {
 		return toolError("%s", a.scrub(namedErr(name, err))), nil, nil
 	}
-	res, err := agent.Run(ctx, in.Task, chain)
+	task := in.Task
+	var res *runtime.Result
+	var cut *cutJournal
+	if a.journal != nil {
+		jr, err := a.openRun(ctx, req, in, chain, agent)
+		var refused *errJournalRefused
+		var busy *jsonrpc.Error
+		switch {
+		case errors.As(err, &busy):
+			return nil, nil, busy
+		case errors.As(err, &refused):
+			a.logger.InfoContext(ctx, "ask refused by the run journal", "err", err)
+			return toolError("%s", a.scrub(refused.msg)), nil, nil
+		case err != nil:
+			return toolError("%s", a.scrub(namedErr(name, fmt.Errorf("the run journal: %w; nothing was run", err)))), nil, nil
+		}
+		task, chain = jr.task, jr.chain
+		if jr.note != "" {
+			a.logger.InfoContext(ctx, jr.note, "run", chain.RunID)
+		}
+		if reportRun != nil {
+			reportRun(cmp.Or(jr.note, fmt.Sprintf("working on the task (run %s)", chain.RunID)))
+		}
+		if jr.run == nil {
+			return a.answer(ctx, chain, jr.end, jr.endErr)
+		}
+		defer jr.run.Release()
+		cut = &cutJournal{Run: jr.run, attempt: ctx}
+		ctx = runtime.WithJournal(delegation.WithParentKey(ctx, jr.run.Info().ParentKey), cut)
+	} else if reportRun != nil {
+		reportRun(fmt.Sprintf("working on the task (run %s)", chain.RunID))
+	}
+	res, err = agent.Run(ctx, task, chain)
+	if cut != nil && cut.left.Load() {
+		// Cut off by this process's shutdown, not ended: no outcome to
+		// answer or to record (journal.go, cutJournal).
+		return nil, nil, a.cutOff(ctx, chain.RunID, in.Resume != "")
+	}
 	if a.metrics != nil && res != nil {
 		a.metrics.observeAsk(res.Duration, err != nil || res.Status != runtime.StatusAnswered)
 	}
+	return a.answer(ctx, chain, res, err)
+}
+
+// answer is the ask tool's result for a turn's res and err.
+func (a *asker) answer(ctx context.Context, chain delegation.Chain, res *runtime.Result, err error) (*mcp.CallToolResult, any, error) {
+	name := a.def.Name
 	if err != nil {
 		a.logger.InfoContext(ctx, "ask failed", "run", chain.RunID, "err", err)
 		// The structured result still says what the turn did before it
@@ -140,6 +207,7 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 		if res.Reason == "" {
 			res.Reason = err.Error()
 		}
+		r.Meta = usageMeta(res)
 		return r, a.scrubResult(res), nil
 	}
 	// The structured result (runtime.Result) lists every delegation: the
@@ -156,7 +224,15 @@ func (a *asker) handle(ctx context.Context, req *mcp.CallToolRequest, in askInpu
 	return &mcp.CallToolResult{
 		IsError: res.Status != runtime.StatusAnswered,
 		Content: []mcp.Content{&mcp.TextContent{Text: a.scrub(strings.TrimSpace(text))}},
+		Meta:    usageMeta(res),
 	}, a.scrubResult(res), nil
+}
+
+// usageMeta carries what the turn cost (its nested turns included) in the
+// result's _meta, where the turn that asked this agent reads it to add it
+// to its own bill (runtime.UsageMetaKey).
+func usageMeta(res *runtime.Result) mcp.Meta {
+	return mcp.Meta{runtime.UsageMetaKey: res.Usage}
 }
 
 // The ask tool's result, its errors and its progress messages go to every
@@ -230,6 +306,7 @@ func (a *asker) runtimeAgent() (*runtime.Agent, error) {
 	ro := &runtime.Options{Logger: a.logger.With("component", "runtime"), ModelTimeout: a.modelTimeout}
 	if a.metrics != nil {
 		ro.OnEvent = a.metrics.delegations.Observe
+		ro.OnModelRequest = a.metrics.model.observe
 	}
 	// Every call names its server in its context, so that an elicitation
 	// the server sends later can say who asks (elicit, serverNamer).
@@ -539,6 +616,96 @@ func progressReporter(ctx context.Context, req *mcp.CallToolRequest, logger *slo
 		<-done
 	}
 	return report, stop
+}
+
+// An answer streamed a token per chunk would be thousands of progress
+// notifications, each a JSON-RPC message on the caller's stream. The
+// deltas are gathered, and sent as one message when answerFlushBytes have
+// gathered or answerFlushEvery has passed since the first of them: a
+// person reading sees no lag, and the caller handles a few dozen messages
+// an answer.
+const (
+	answerFlushEvery = 50 * time.Millisecond
+	answerFlushBytes = 256
+)
+
+// answerBatch gathers a turn's answer deltas into progress messages.
+type answerBatch struct {
+	send  func(string) // queues a progress message; never blocks
+	scrub func(string) string
+
+	mu     sync.Mutex // guards following fields
+	step   int
+	text   strings.Builder
+	timer  *time.Timer // armed while text holds something
+	closed bool
+}
+
+func newAnswerBatch(send func(string), scrub func(string) string) *answerBatch {
+	return &answerBatch{send: send, scrub: scrub}
+}
+
+// add is the runtime.WithAnswerHandler callback.
+func (b *answerBatch) add(d runtime.AnswerDelta) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if d.Discard || d.Step != b.step {
+		b.flushLocked()
+	}
+	if d.Discard {
+		b.sendLocked(d)
+		return
+	}
+	b.step = d.Step
+	b.text.WriteString(d.Text)
+	if b.text.Len() >= answerFlushBytes {
+		b.flushLocked()
+		return
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(answerFlushEvery, b.flush)
+	} else if b.text.Len() == len(d.Text) {
+		b.timer.Reset(answerFlushEvery) // the first text since the last message
+	}
+}
+
+// flush sends the text gathered.
+func (b *answerBatch) flush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flushLocked()
+}
+
+func (b *answerBatch) flushLocked() {
+	if b.text.Len() == 0 {
+		return
+	}
+	// Scrubbed as every other message is; a credential split across two
+	// messages is not caught here, but the ask result, scrubbed whole, is
+	// what the caller keeps.
+	b.sendLocked(runtime.AnswerDelta{Step: b.step, Text: b.scrub(b.text.String())})
+	b.text.Reset()
+}
+
+func (b *answerBatch) sendLocked(d runtime.AnswerDelta) {
+	if msg, err := json.Marshal(d); err == nil {
+		b.send(string(msg))
+	}
+}
+
+// close sends what is gathered and stops the timer; later deltas are
+// dropped.
+func (b *answerBatch) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flushLocked()
+	b.closed = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 }
 
 // namedErr is err's text with the agent's name in front, once.

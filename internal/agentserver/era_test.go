@@ -180,16 +180,30 @@ func (sw *swappable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestRestartBetweenCallsByEra: the agent restarts between two calls of
-// one pool. In the session era the pool's session is gone (404), so the
-// second call is retried on a re-initialized session; in the sessionless
-// era there is nothing to lose, and the restart is a non-event: no retry, no
-// re-dial. In both every call lands once (packrat's archive).
+// one pool. In the session era the agent's own continuity
+// (continuity.go) restores the pool's session from the data directory, so
+// the restart is a non-event; with it off (NoContinuity) the session is
+// gone (404), and the second call is retried on a re-initialized session.
+// In the sessionless era there is nothing to lose: no retry, no re-dial.
+// In every case every call lands once (packrat's archive).
 func TestRestartBetweenCallsByEra(t *testing.T) {
+	type variant struct {
+		name         string
+		pin, want    string
+		noContinuity bool
+	}
+	var variants []variant
 	for _, era := range eras {
+		variants = append(variants, variant{era.name, era.pin, era.want, false})
+		if era.pin == pool.Protocol20251125 {
+			variants = append(variants, variant{era.name + "/no-continuity", era.pin, era.want, true})
+		}
+	}
+	for _, era := range variants {
 		t.Run(era.name, func(t *testing.T) {
 			dir := t.TempDir()
 			start := func() *Server {
-				s, err := New(&agentdef.Definition{Name: "packrat", Tools: []string{"packrat"}}, &Options{DataDir: dir})
+				s, err := New(&agentdef.Definition{Name: "packrat", Tools: []string{"packrat"}}, &Options{DataDir: dir, NoContinuity: era.noContinuity})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -219,21 +233,21 @@ func TestRestartBetweenCallsByEra(t *testing.T) {
 			for i := range n {
 				store(fmt.Sprintf("b%d", i))
 			}
-			// The restart: the old server's sessions end, a new one serves.
-			old := cur
+			// The restart: the old server's sessions end, it closes (its
+			// data directory is free only then), a new one serves.
+			cur.CloseSessions()
+			if err := cur.Close(); err != nil {
+				t.Fatal(err)
+			}
 			cur = start()
 			h = cur.Handler()
 			sw.h.Store(&h)
-			old.CloseSessions()
-			if err := old.Close(); err != nil {
-				t.Fatal(err)
-			}
 			for i := range n {
 				store(fmt.Sprintf("a%d", i))
 			}
 			st := p.Stats()
 			wantRetries := int64(0)
-			if era.pin == pool.Protocol20251125 {
+			if era.noContinuity {
 				wantRetries = 1 // the first call after the restart, on a new session
 			}
 			if st.Retries != wantRetries || st.Reinitializations != wantRetries || st.Protocols[era.want] != 1 {

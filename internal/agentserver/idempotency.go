@@ -17,9 +17,10 @@ import (
 // its guard is the innermost receiving middleware, inside the chain check
 // (a refused call is not recorded) and inside the concurrency cap (a call
 // waiting for a slot has not started, so a crash then is not reported as an
-// interruption). Its ledger is DataDir/idempotency.db. Which tools need no
-// record and which keep their own is declared once every tool is
-// registered: tools annotated readOnlyHint are recomputed on a repeat, and a
+// interruption). Its ledger is DataDir/idempotency.db, or, with
+// Options.DatabaseURL, the PostgreSQL ledger all the agent's replicas
+// share. Which tools need no record and which keep their own is declared
+// once every tool is registered: tools annotated readOnlyHint are recomputed on a repeat, and a
 // toolset whose Closer is an ledger.TxLedger (packrat) records its
 // transactional tools itself.
 
@@ -37,7 +38,15 @@ type idemServer struct {
 // startIdempotency opens the ledger and installs the guard; call it before
 // any other receiving middleware is added.
 func (s *Server) startIdempotency() error {
-	l, err := ledger.Open(filepath.Join(s.dataDir, LedgerFile), nil)
+	var (
+		l   *ledger.Ledger
+		err error
+	)
+	if s.dbURL != "" {
+		l, err = ledger.OpenPostgres(context.Background(), s.dbURL, &ledger.PostgresOptions{Schema: s.dbSchema})
+	} else {
+		l, err = ledger.Open(filepath.Join(s.dataDir, LedgerFile), nil)
+	}
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", s.def.Name, err)
 	}
@@ -74,7 +83,7 @@ func (s *Server) declareIdempotency() error {
 		}
 	}
 	s.metrics.reg.MustRegister(&idemCollector{guard: g, desc: prometheus.NewDesc(MetricIdempotency,
-		"tools/call requests that carried an idempotency key, by what the server did: recorded (ran for the first time), replay (answered from the record), conflict, interrupted, still_running, expired.",
+		"tools/call requests that carried an idempotency key, by what the server did: recorded (ran for the first time), replay (answered from the record), conflict, interrupted, still_running, expired, resumed (an ask a crash cut off, gone on from its run journal).",
 		[]string{"outcome"}, prometheus.Labels{telemetry.LabelProcess: s.def.Name})})
 	return nil
 }
@@ -122,6 +131,7 @@ func (c *idemCollector) Collect(ch chan<- prometheus.Metric) {
 	}{
 		{"recorded", st.Recorded}, {"replay", st.Replays}, {"conflict", st.Conflicts},
 		{"interrupted", st.Interrupted}, {"still_running", st.StillRunning}, {"expired", st.Expired},
+		{"resumed", st.Resumed},
 	} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(v.n), v.outcome)
 	}

@@ -33,12 +33,22 @@ type ServeOptions struct {
 	// Ready gets the ReadyFormat line once the server accepts connections
 	// (the studio reads it from the agent's stdout); default: discard.
 	Ready io.Writer
+	// ShutdownGrace is how long the calls in flight may run once ctx is
+	// done (drain.go); default DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+	// Abort, when closed while Serve drains, ends the drain at once: the
+	// calls still running are cancelled and Serve returns ErrAborted (a
+	// second SIGTERM). Optional.
+	Abort <-chan struct{}
 }
 
-// Serve loads the agent, listens and serves it at /mcp (with /healthz and
-// /metrics) until ctx is done, then shuts down: sessions first, then the
-// requests still running, within shutdownTimeout. It returns why it could
-// not start, or an error closing the agent's toolsets.
+// Serve loads the agent, listens and serves it at /mcp (with /healthz,
+// /readyz and /metrics) until ctx is done, then drains (drain.go): /readyz
+// fails, new sessions and calls are refused, and the calls in flight run
+// for at most ShutdownGrace before they are cancelled. Then it shuts down:
+// sessions first, then the requests still open, within shutdownTimeout. It
+// returns why it could not start, ErrAborted when Abort ended the drain, or
+// an error closing the agent's toolsets.
 func Serve(ctx context.Context, so *ServeOptions) error {
 	opts := so.Options
 	if opts.Logger == nil {
@@ -79,7 +89,15 @@ func Serve(ctx context.Context, so *ServeOptions) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.Handler())
+	// Probes, outside the MCP middleware: no token, no Host or Origin
+	// check. They say nothing secret, and a kubelet sends the pod's IP as
+	// Host and no token. /healthz: the process serves (liveness); /readyz:
+	// it takes new work (readiness), failing from the moment it drains.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", s.serveReadyz)
+	// The run journal, for a person (runs.go): behind the checks of /mcp.
+	mux.Handle("/runs", s.RunsHandler())
+	mux.Handle("/runs/", s.RunsHandler())
 	// The studio scrapes this and serves it as part of its own /metrics.
 	var metrics http.Handler = s.MetricsHandler()
 	if opts.Token != "" {
@@ -107,18 +125,62 @@ func Serve(ctx context.Context, so *ServeOptions) error {
 	case <-ctx.Done():
 	}
 
-	logger.Info("shutting down", "agent", def.Name)
+	grace := so.ShutdownGrace
+	if grace <= 0 {
+		grace = DefaultShutdownGrace
+	}
+	aborted := drainCalls(ctx, s, grace, so.Abort, logger)
+
 	// Sessions first: their SSE streams would otherwise hold Shutdown for
 	// its whole timeout.
 	s.CloseSessions()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if aborted != nil {
+		srv.Close()
+	} else if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("requests still running at the shutdown deadline; closing them", "err", err)
 		srv.Close()
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("serve ended", "err", err)
 	}
-	return s.Close()
+	return errors.Join(aborted, s.Close())
+}
+
+// drainCalls drains s and waits for its calls in flight, at most grace;
+// then it cancels those still running and waits (at most cutAnswerTimeout)
+// for their callers to be answered. A close of abort ends either wait at
+// once: it returns ErrAborted then. Each step is one log line.
+func drainCalls(ctx context.Context, s *Server, grace time.Duration, abort <-chan struct{}, logger *slog.Logger) error {
+	began := time.Now()
+	n := s.Drain()
+	logger.Info("draining: not ready, refusing new sessions and calls; waiting for the calls in flight",
+		"agent", s.def.Name, "calls_in_flight", n, "grace", grace)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	err := s.drain.wait(gctx, abort)
+	if err == nil {
+		logger.Info("drained: every call in flight finished", "agent", s.def.Name, "calls", n, "took", time.Since(began).Round(time.Millisecond))
+		return nil
+	}
+	left := s.CallsInFlight()
+	if errors.Is(err, ErrAborted) {
+		cut := s.drain.cut(ErrAborted, "a second signal stopped it before its shutdown grace ended")
+		logger.Warn("drain aborted by a second signal: cancelled the calls still running", "agent", s.def.Name, "calls_in_flight", left, "cancelled", cut)
+		return fmt.Errorf("agent %s: %w (%d calls cancelled)", s.def.Name, ErrAborted, cut)
+	}
+	cut := s.drain.cut(ErrGraceEnded, fmt.Sprintf("its shutdown grace (%v) ended", grace))
+	logger.Warn("shutdown grace ended: cancelled the calls still running", "agent", s.def.Name, "calls_in_flight", left, "cancelled", cut, "grace", grace)
+	actx, cancelAnswers := context.WithTimeout(context.WithoutCancel(ctx), cutAnswerTimeout)
+	defer cancelAnswers()
+	if err := s.drain.wait(actx, abort); err != nil {
+		logger.Warn("calls still unanswered after they were cancelled; closing their connections", "agent", s.def.Name, "calls_in_flight", s.CallsInFlight(), "err", err)
+		if errors.Is(err, ErrAborted) {
+			return fmt.Errorf("agent %s: %w", s.def.Name, ErrAborted)
+		}
+		return nil
+	}
+	logger.Info("drained: the cancelled calls were answered", "agent", s.def.Name, "cancelled", cut, "took", time.Since(began).Round(time.Millisecond))
+	return nil
 }

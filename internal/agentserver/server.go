@@ -19,13 +19,18 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/agents"
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/dirlock"
+	"github.com/switchboard-run/switchboard/internal/journal"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/pgdb"
+	"github.com/switchboard-run/switchboard/internal/proxy"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
@@ -60,6 +65,12 @@ type Options struct {
 	ModelTimeout time.Duration
 	// Logger; default: discard.
 	Logger *slog.Logger
+	// DatabaseURL, when set (postgres:// or postgresql://), puts the
+	// idempotency ledger and the toolsets' stores (packrat's notes) in that
+	// PostgreSQL database, in a schema of the agent's own
+	// (pgdb.SchemaFor), shared by every replica of the agent; without it,
+	// SQLite files in DataDir.
+	DatabaseURL string
 	// NoResumableStreams turns off resumable SSE: by default each
 	// session's SSE events are kept (bounded, in memory) so a client can
 	// resume a dropped stream (resume.go).
@@ -67,12 +78,20 @@ type Options struct {
 	// Pool carries the agent's own delegations (the ask tool's model turn).
 	// When nil the Server makes one on first use and closes it in Close.
 	Pool *pool.Pool
+	// Journal bounds the run journal (DataDir/journal.db, journal.go);
+	// nil means its defaults.
+	Journal *journal.Options
+	// NoContinuity turns off the agent's own session continuity
+	// (continuity.go): by default a session-era client keeps its session
+	// across the agent's restart and, with DatabaseURL, on any replica.
+	NoContinuity bool
 }
 
 // Server is one agent served over MCP.
 type Server struct {
 	def     *agentdef.Definition
 	dataDir string
+	dirLock *dirlock.Lock // held from New to Close
 	logger  *slog.Logger
 	mcp     *mcp.Server
 	handler http.Handler
@@ -82,7 +101,16 @@ type Server struct {
 	limit   *limiter // nil without Options.MaxConcurrentCalls
 	budget  *mcphttp.Budget
 	self    *selfSession
-	idem    *idemServer // idempotency.go
+	idem    *idemServer      // idempotency.go
+	drain   *drainer         // drain.go
+	journal *journal.Journal // journal.go
+	// continuity keeps the sessions of the agent's own clients
+	// (continuity.go); nil with Options.NoContinuity.
+	continuity *proxy.Continuity
+
+	closed          atomic.Bool // Close has begun: the stores are (being) closed
+	dbURL, dbSchema string      // Options.DatabaseURL and its schema (pgdb.SchemaFor)
+	token           string      // Options.Token: /runs needs it as /mcp does (runs.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -96,7 +124,7 @@ type namedCloser struct {
 // New builds the server for def: it creates the data directory and
 // registers every toolset def names, plus ask. A toolset name that package
 // agents does not know is an error that names it.
-func New(def *agentdef.Definition, opts *Options) (*Server, error) {
+func New(def *agentdef.Definition, opts *Options) (_ *Server, err error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -117,12 +145,42 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One process per data directory (internal/dirlock): a second agent
+	// process on it would take the first's running calls and runs for
+	// interrupted ones.
+	lock, err := dirlock.Acquire(dataDir, "agent "+def.Name)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: data directory: %w", def.Name, err)
+	}
+	defer func() {
+		if err != nil {
+			lock.Release()
+		}
+	}()
 	logger := o.Logger.With("agent", def.Name)
 
-	s := &Server{def: def, dataDir: dataDir, logger: logger, budget: mcphttp.NewBudget(o.Budget), self: &selfSession{}}
+	var schema string
+	if o.DatabaseURL != "" {
+		if err := pgdb.CheckURL(o.DatabaseURL); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", def.Name, err)
+		}
+		if schema, err = pgdb.SchemaFor(def.Name); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", def.Name, err)
+		}
+	}
+	// The toolsets' server-wide handlers (completion, subscriptions) go in
+	// before the server is made: go-sdk takes them only then.
+	handlers, err := agents.MergeHandlers(def.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s (%s): %w", def.Name, def.Dir, err)
+	}
+	s := &Server{def: def, dataDir: dataDir, dirLock: lock, dbURL: o.DatabaseURL, dbSchema: schema, token: o.Token, logger: logger, budget: mcphttp.NewBudget(o.Budget), self: &selfSession{}, drain: newDrainer(def.Name)}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: def.Name, Title: def.Name, Version: version()}, &mcp.ServerOptions{
-		Instructions: def.Description,
-		Logger:       logger,
+		Instructions:       def.Description,
+		Logger:             sdkLogger(logger), // sdklog.go
+		CompletionHandler:  handlers.Complete,
+		SubscribeHandler:   handlers.Subscribe,
+		UnsubscribeHandler: handlers.Unsubscribe,
 	})
 	// Innermost of all, inside the ledger's guard, so that what it records
 	// is what the caller got (bound.go).
@@ -136,6 +194,10 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		s.mcp.AddReceivingMiddleware(s.limit.middleware)
 	}
 	s.mcp.AddReceivingMiddleware(chainMiddleware(def.Name, def.MaxDepth, logger, s.self))
+	// Outside the chain, the cap and the guard, so that a call cut at the
+	// end of the shutdown grace is cancelled wherever it is (waiting for a
+	// slot, running), and its caller told why (drain.go).
+	s.mcp.AddReceivingMiddleware(s.drain.middleware())
 	// Added after the chain's, so outside it: a refused call is traced too.
 	s.mcp.AddReceivingMiddleware(traceMiddleware(def.Name))
 
@@ -146,7 +208,7 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 			return nil, fmt.Errorf("agent %s (%s): unknown toolset %q in \"tools\" (known: %s)",
 				def.Name, def.Dir, name, strings.Join(agents.Names(), ", "))
 		}
-		c, err := ts(s.mcp, agents.Env{DataDir: dataDir, Logger: logger.With("toolset", name)})
+		c, err := ts(s.mcp, agents.Env{DataDir: dataDir, DatabaseURL: s.dbURL, DatabaseSchema: s.dbSchema, Logger: logger.With("toolset", name)})
 		if err != nil {
 			s.closeToolsets()
 			return nil, fmt.Errorf("agent %s: toolset %q: %w", def.Name, name, err)
@@ -166,7 +228,12 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 	s.metrics.registerSessions(def.Name, s.sessionCount)
 	s.ask.metrics = s.metrics
 	s.ask.register(s.mcp)
+	if err := s.startJournal(o.Journal); err != nil {
+		s.closeToolsets()
+		return nil, err
+	}
 	if err := s.declareIdempotency(); err != nil {
+		s.journal.Close()
 		s.closeToolsets()
 		return nil, err
 	}
@@ -197,14 +264,30 @@ func New(def *agentdef.Definition, opts *Options) (*Server, error) {
 		// forget a live session; go-sdk's 404 then prunes it.
 		ttl = o.SessionTimeout + time.Minute
 	}
-	s.handler = mcphttp.New(mcphttp.ByEra(streamable, sessionless), &mcphttp.Options{
-		MaxBodyBytes:   o.MaxBodyBytes,
-		Token:          o.Token,
-		SessionIdleTTL: ttl,
-		// A binding forgotten for idleness is a session go-sdk should have
-		// closed already; close it anyway, so the table and go-sdk never
-		// disagree about what is open.
-		OnSessionExpired: s.closeSession,
+	// A binding forgotten for idleness is a session go-sdk should have
+	// closed already; close it anyway, so the table and go-sdk never
+	// disagree about what is open.
+	expired := s.closeSession
+	var restore func(context.Context, string, string) bool
+	var sessioned http.Handler = streamable
+	if !o.NoContinuity {
+		if sessioned, err = s.startContinuity(streamable, ttl); err != nil {
+			s.journal.Close()
+			s.closeToolsets()
+			return nil, err
+		}
+		// Continuity knows which go-sdk session a client's id maps to now,
+		// and closes that one.
+		expired, restore = s.continuity.Expire, s.continuity.Restore
+	}
+	// The drain gate sits behind the middleware, which has parsed the
+	// message by then, and in front of both eras (drain.go).
+	s.handler = mcphttp.New(s.drain.gate(mcphttp.ByEra(sessioned, sessionless)), &mcphttp.Options{
+		MaxBodyBytes:     o.MaxBodyBytes,
+		Token:            o.Token,
+		SessionIdleTTL:   ttl,
+		OnSessionExpired: expired,
+		RestoreSession:   restore,
 		RefuseCall:       refuseUnreadableChain(def.Name),
 		Budget:           s.budget,
 		Logger:           logger,
@@ -255,9 +338,18 @@ func (s *Server) CloseSessions() {
 // be shut down before Close, so no tool runs against a closed toolset.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.closed.Store(true)
 		s.CloseSessions()
+		if s.continuity != nil {
+			s.continuity.Wait() // the DELETEs of expired sessions
+		}
 		err := s.closeToolsets()
 		s.closeErr = errors.Join(err, s.ask.close())
+		if s.journal != nil {
+			s.closeErr = errors.Join(s.closeErr, s.journal.Close())
+		}
+		// Last: the directory is free only once its files are closed.
+		s.closeErr = errors.Join(s.closeErr, s.dirLock.Release())
 	})
 	return s.closeErr
 }

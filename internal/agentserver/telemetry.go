@@ -14,8 +14,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
 	"github.com/switchboard-run/switchboard/pool"
+	"github.com/switchboard-run/switchboard/runtime"
 )
 
 // Telemetry of one agent server.
@@ -31,6 +33,15 @@ import (
 // process=<agent>. The studio scrapes it and serves it under its own
 // /metrics: delegations happen in the agent's process, where the studio's
 // proxy sees only HTTP.
+//
+// Its model requests too (modelMetrics): every attempt of every step of its
+// turns, by model and outcome, with their latency, the tokens the endpoint
+// reported and what they cost, as the OpenTelemetry GenAI client metrics
+// mean them (gen_ai.client.operation.duration, gen_ai.client.token.usage)
+// but as Prometheus counters, which is what a bill is summed from. The
+// model label is bounded by configuration, not by input: an agent runs the
+// one model its agent.json, --model or $OPENAI_MODEL names (a restart can
+// change it), so each agent's families have a handful of series.
 
 // MetricAsks and MetricAskDuration count the ask tool's turns;
 // MetricSessions is the MCP sessions the agent has open (what a client that
@@ -56,6 +67,64 @@ type serverMetrics struct {
 	delegations *telemetry.DelegationMetrics
 	asks        *prometheus.CounterVec
 	askDuration prometheus.Histogram
+	model       *modelMetrics
+}
+
+// modelMetrics counts an agent's model requests (runtime.ModelRequest).
+type modelMetrics struct {
+	requests *prometheus.CounterVec   // model, outcome
+	duration *prometheus.HistogramVec // model
+	tokens   *prometheus.CounterVec   // model, kind
+	cost     *prometheus.CounterVec   // model
+}
+
+// modelDurationBuckets are the explicit bucket boundaries the GenAI
+// conventions give gen_ai.client.operation.duration: a completion takes
+// from tens of milliseconds (a cached local model) to minutes (a reasoning
+// model), past which +Inf holds it.
+var modelDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+
+func newModelMetrics(reg prometheus.Registerer, labels prometheus.Labels) *modelMetrics {
+	m := &modelMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: studioapi.MetricModelRequests, ConstLabels: labels,
+			Help: "Chat requests to the agent's model, each attempt counted, by model and outcome (ok, retried, failed, canceled).",
+		}, []string{"model", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: studioapi.MetricModelRequestDuration, ConstLabels: labels, Buckets: modelDurationBuckets,
+			Help: "Time of each chat request attempt, from sending it to its answer or failure, by model.",
+		}, []string{"model"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: studioapi.MetricModelTokens, ConstLabels: labels,
+			Help: "Tokens the model endpoint reported, by model and kind: prompt, completion, and the parts of them it itemized, cached (of prompt) and reasoning (of completion).",
+		}, []string{"model", "kind"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: studioapi.MetricModelCost, ConstLabels: labels,
+			Help: "What the model's tokens cost in US dollars by the agent's price table, by model; absent for a model without a price.",
+		}, []string{"model"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.tokens, m.cost)
+	return m
+}
+
+// observe records one model request attempt. It is the runtime's
+// Options.OnModelRequest, called on the turn's goroutine.
+func (m *modelMetrics) observe(mr runtime.ModelRequest) {
+	m.requests.WithLabelValues(mr.Model, mr.Outcome).Inc()
+	m.duration.WithLabelValues(mr.Model).Observe(mr.Duration.Seconds())
+	if mr.Outcome != runtime.OutcomeOK {
+		return // only an answer reports usage
+	}
+	u := mr.Usage
+	m.tokens.WithLabelValues(mr.Model, studioapi.TokenKindPrompt).Add(float64(u.PromptTokens))
+	m.tokens.WithLabelValues(mr.Model, studioapi.TokenKindCompletion).Add(float64(u.CompletionTokens))
+	m.tokens.WithLabelValues(mr.Model, studioapi.TokenKindCached).Add(float64(u.CachedTokens))
+	m.tokens.WithLabelValues(mr.Model, studioapi.TokenKindReasoning).Add(float64(u.ReasoningTokens))
+	if u.CostUSD > 0 {
+		// Only a priced request makes the series: a cost of zero would
+		// read as free, when it is unknown.
+		m.cost.WithLabelValues(mr.Model).Add(u.CostUSD)
+	}
 }
 
 func newServerMetrics(agent string, poolStats func() pool.Stats) *serverMetrics {
@@ -75,6 +144,7 @@ func newServerMetrics(agent string, poolStats func() pool.Stats) *serverMetrics 
 		}),
 	}
 	reg.MustRegister(m.asks, m.askDuration)
+	m.model = newModelMetrics(reg, labels)
 	return m
 }
 

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,6 +34,19 @@ type output struct {
 	Delegations []delegation.Event `json:"delegations"`
 	DurationMS  int64              `json:"duration_ms"`
 	Error       string             `json:"error,omitempty"`
+	durable                        // the run, and whether it was resumed from its journal
+	turnCost                       // usage.go
+}
+
+// durable is what the agent's run journal did for the task
+// (docs/DURABILITY.md): the run's id (for --resume), and whether it went on
+// from the journal after a crash or by hand.
+type durable struct {
+	RunID               string `json:"run_id,omitempty"`
+	Resumed             bool   `json:"resumed,omitempty"`
+	ReplayedSteps       int    `json:"replayed_steps,omitempty"`
+	ReplayedDelegations int    `json:"replayed_delegations,omitempty"`
+	Steps               int    `json:"steps,omitempty"`
 }
 
 // askResult is the part of the ask tool's structured result
@@ -44,6 +59,8 @@ type askResult struct {
 	Reason      string             `json:"reason"`
 	Unavailable []string           `json:"unavailable"`
 	Delegations []delegation.Event `json:"delegations"`
+	durable
+	turnCost // usage.go
 }
 
 // scrubbed returns o with the credentials in its text redacted, as shown
@@ -90,7 +107,23 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	callCtx, span := startAskSpan(callCtx, cfg)
 	defer span.End()
 	out := output{Agent: cfg.agent, Status: string(runtime.StatusFailed), Delegations: []delegation.Event{}}
+	pr := newPrinter(stderr)
+	stream, streamErr := streamAnswer(stdout, os.Getenv(EnvAskStream))
+	if stream && !cfg.json {
+		pr.answer = stdout
+	}
+	// The run's id, from its first delegation event, for --json when the
+	// call fails (its result, which names it, is then lost): what --resume
+	// takes.
+	var runMu sync.Mutex // guards seenRun
+	seenRun := ""
 	fail := func(code int, err error) int {
+		pr.endAnswer()
+		runMu.Lock()
+		if out.RunID == "" {
+			out.RunID = seenRun
+		}
+		runMu.Unlock()
 		failSpan(span, err)
 		out.DurationMS = time.Since(start).Milliseconds()
 		out.ExitCode = code
@@ -101,7 +134,20 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		// The error may carry what a server wrote (a tool's error, the
 		// agent's refusal): inert on the terminal, as every such text.
 		fmt.Fprintf(stderr, "switchboard ask: %s\n", shown(err.Error()))
+		if out.RunID != "" && code != exitUsage {
+			// The run is in the agent's journal (docs/DURABILITY.md): say
+			// how to go on with it, since without --json its id is shown
+			// nowhere else. A run that cannot go on, --resume says why.
+			fmt.Fprintf(stderr, "switchboard ask: run %s stopped before its answer; to go on from where it was: switchboard ask --agent %s --resume %s\n",
+				shown(out.RunID), cfg.agent, shown(out.RunID))
+		}
+		if !cfg.json {
+			printUsage(stderr, out.turnCost) // what the turn cost before it failed
+		}
 		return code
+	}
+	if streamErr != nil {
+		return fail(exitUsage, streamErr)
 	}
 	ended := func() (int, error, bool) {
 		switch {
@@ -118,7 +164,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		if code, err, ok := ended(); ok {
 			return fail(code, err)
 		}
-		if errors.Is(err, errUnknownAgent) {
+		if errors.Is(err, errUnknownAgent) || errors.Is(err, errModelMismatch) {
 			return fail(exitUsage, err)
 		}
 		return fail(exitFailed, err)
@@ -142,9 +188,15 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 	// has gone.
 	defer p.Close()
 
-	pr := newPrinter(stderr)
 	held := newHeldWatcher()
-	pr.onEvent = held.event
+	pr.onEvent = func(ev delegation.Event) {
+		held.event(ev)
+		runMu.Lock()
+		if seenRun == "" && ev.Depth <= 1 {
+			seenRun = ev.RunID
+		}
+		runMu.Unlock()
+	}
 	watchCtx, stopWatch := context.WithCancel(callCtx)
 	watched := make(chan struct{})
 	go func() {
@@ -162,15 +214,20 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		// A studio with a token wants it on every /api/ request.
 		srv.Headers = map[string]string{"Authorization": "Bearer " + cfg.token}
 	}
+	args := map[string]any{"task": cfg.task}
+	if cfg.resume != "" {
+		args = map[string]any{"task": "", "resume": cfg.resume}
+	}
 	res, err := p.CallTool(pool.WithProgress(callCtx, pr.progress), srv, &mcp.CallToolParams{
 		Name:      "ask",
-		Arguments: map[string]any{"task": cfg.task},
+		Arguments: args,
 	})
 	stopWatch()
 	<-watched
 	var final askResult
 	if err == nil {
 		final = structured(res)
+		out.turnCost, out.durable = final.turnCost, final.durable
 	}
 	out.Delegations = append(out.Delegations, pr.stop(final)...)
 	if code, err, ok := ended(); ok {
@@ -207,14 +264,34 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
 		// its lines and tabs kept. --json leaves it as it is (the encoder
 		// escapes every C0 control; a program reads it, not a terminal).
 		answer := strings.TrimRight(shown(out.Answer), "\n")
-		if answer != "" {
-			fmt.Fprintln(stdout, answer)
-		}
+		pr.printAnswer(stdout, stderr, answer)
+		printUsage(stderr, out.turnCost)
 	}
 	if code != exitOK {
 		fmt.Fprintf(stderr, "switchboard ask: %s (exit %d)\n", shown(out.Reason), code)
 	}
 	return code
+}
+
+// EnvAskStream names the variable that says whether ask prints the
+// answer as the model writes it: "1" even when stdout is no terminal (a
+// pipe to tee, a test), "0" never. Unset, it does on a terminal only, and
+// never with --json. Either way the answer is printed once (printAnswer).
+const EnvAskStream = "SWITCHBOARD_ASK_STREAM"
+
+// streamAnswer decides, from stdout and $SWITCHBOARD_ASK_STREAM, whether
+// the answer is printed as it comes.
+func streamAnswer(stdout io.Writer, env string) (bool, error) {
+	switch env {
+	case "1":
+		return true, nil
+	case "0":
+		return false, nil
+	case "":
+		f, ok := stdout.(*os.File)
+		return ok && f != nil && isTerminalFd(f.Fd()), nil
+	}
+	return false, fmt.Errorf("$%s=%q: want 1 (print the answer as it comes) or 0 (print it at the end)", EnvAskStream, env)
 }
 
 // agentSays is the agent's error text with its name in front, once:

@@ -253,9 +253,9 @@ func TestParseArgs(t *testing.T) {
 		args []string
 		want config
 	}{
-		{[]string{"hello", "world"}, config{agent: "oracle", dir: ".", studioURL: "http://studio.test:1", explicit: true, task: "hello world"}},
-		{[]string{"--json", "hi", "--agent", "abacus", "--model=m"}, config{agent: "abacus", json: true, dir: ".", model: "m", studioURL: "http://studio.test:1", explicit: true, task: "hi"}},
-		{[]string{"--studio", "http://x", "--", "--json", "is", "a", "word"}, config{agent: "oracle", dir: ".", studioURL: "http://x", explicit: true, task: "--json is a word"}},
+		{[]string{"hello", "world"}, config{agent: "oracle", dir: ".", studioURL: "http://studio.test:1", explicit: true, defaultURL: DefaultStudioURL, task: "hello world"}},
+		{[]string{"--json", "hi", "--agent", "abacus", "--model=m"}, config{agent: "abacus", json: true, dir: ".", model: "m", studioURL: "http://studio.test:1", explicit: true, defaultURL: DefaultStudioURL, task: "hi"}},
+		{[]string{"--studio", "http://x", "--", "--json", "is", "a", "word"}, config{agent: "oracle", dir: ".", studioURL: "http://x", explicit: true, defaultURL: DefaultStudioURL, task: "--json is a word"}},
 	} {
 		got, err := parseArgs(tc.args, env, &bytes.Buffer{}, &bytes.Buffer{})
 		if err != nil {

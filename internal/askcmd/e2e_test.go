@@ -62,6 +62,13 @@ func agentWithModel(t *testing.T, dir, name string, maxDepth int, mcpServers str
 // environment, and waits until every agent runs.
 func startStudio(t *testing.T, ctx context.Context, dir string, env ...string) *studio.Studio {
 	t.Helper()
+	return startStudioWith(t, ctx, dir, 0, env)
+}
+
+// startStudioWith is startStudio with the supervisor's HealthyAfter (zero:
+// its default).
+func startStudioWith(t *testing.T, ctx context.Context, dir string, healthyAfter time.Duration, env []string) *studio.Studio {
+	t.Helper()
 	logs := &proctest.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -69,13 +76,14 @@ func startStudio(t *testing.T, ctx context.Context, dir string, env ...string) *
 		}
 	})
 	st, err := studio.Start(ctx, &studio.Options{
-		Dir:         dir,
-		Listen:      "127.0.0.1:0",
-		Executable:  needBinary(t),
-		Env:         env,
-		AgentOutput: logs,
-		MinBackoff:  10 * time.Millisecond,
-		MaxBackoff:  100 * time.Millisecond,
+		Dir:          dir,
+		Listen:       "127.0.0.1:0",
+		Executable:   needBinary(t),
+		Env:          env,
+		AgentOutput:  logs,
+		MinBackoff:   10 * time.Millisecond,
+		MaxBackoff:   100 * time.Millisecond,
+		HealthyAfter: healthyAfter,
 	})
 	if err != nil {
 		t.Fatal(err)

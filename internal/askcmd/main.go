@@ -33,6 +33,7 @@ import (
 
 const usage = `usage: switchboard ask [flags] "TASK"
        switchboard ask [flags] -        (or no TASK: the task is read from stdin)
+       switchboard ask [flags] --resume RUN
 
 Give TASK to an agent (the oracle by default) and print its answer on
 stdout. Each delegation the agent makes is shown on stderr as it happens,
@@ -47,26 +48,47 @@ bundled ones); its log goes to .switchboard/ask-studio-<time>-<pid>.log
 (the newest 10 are kept).
 A --studio or $SWITCHBOARD_STUDIO_URL that does not answer is an error.
 
+The model: --model (else $OPENAI_MODEL) names it and $OPENAI_BASE_URL
+says where it is served ("builtin" for the builtin model); a studio ask
+starts runs them. A running studio keeps the model it was started with:
+when the agent asked runs another name or endpoint there, ask exits 2
+before asking, saying what runs there and how to run the one asked for.
+($OPENAI_API_KEY is not compared: no studio shows it.)
+
 A server the agent delegates to may ask the person something (MCP
 elicitation, e.g. packrat's delete_notes asks before deleting several
 notes), forwarded by every agent on the way whose agent.json says
 "elicit": true. On a terminal ask prints the question and asks for each
 field, one line each (an empty line takes the field's default; Ctrl-D
 cancels). With nobody to ask (stdin is not a terminal, or --no-input) it
-declines, and the server does nothing it wanted confirmed.
+declines, and the server does nothing it wanted confirmed (packrat's
+delete_notes, declined or cancelled, deletes nothing and says so as a
+tool error: the task was not done, and ask exits 4).
+
+Every run is journaled by the agent (docs/DURABILITY.md): when the agent's
+process dies while it works, the studio restarts it and the task goes on
+from where it was (the answer says "resumed"). A run that failed (the
+model down past its retries, --timeout, Ctrl-C) goes on with --resume RUN,
+RUN being the run id --json and the agent's first progress line name.
 
 exit status:
   0    the task was done, and every delegation it made succeeded
   1    the runtime failed: no studio, the agent or its model endpoint
        failed or timed out (--model-timeout), an internal error
-  2    usage: a bad flag, no task, an unknown --agent
+  2    usage: a bad flag, no task, an unknown --agent, or a running
+       studio whose agent runs another model than --model,
+       $OPENAI_MODEL or $OPENAI_BASE_URL ask for (nothing was asked)
   3    not answered: the agent said it could not do the task, or it
-       stopped at max_steps without an answer
+       stopped at max_steps without an answer; what it did before, if
+       anything, is named in the reason ("done before it stopped") and
+       in --json "delegations", and is not undone
   4    a delegation failed: a tool the agent called reported an error or
-       could not be reached; the answer, if any, is partial
+       could not be reached, or did not do what it was asked because
+       the person declined or cancelled its question (elicitation) or
+       could not be asked; the answer, if any, is partial
   5    a sibling was unavailable (named on stderr and in --json
-       "unavailable") and the agent did nothing without it: it said it
-       could not, or answered without one successful delegation
+       "unavailable") and nothing was done: not one delegation
+       succeeded, so the task can be asked again once it is back
   124  --timeout passed before the answer; the agent was told to stop
   130  interrupted (SIGINT, SIGTERM); the agent was told to stop
 
@@ -114,11 +136,15 @@ type config struct {
 	explicit     bool // studioURL came from --studio or the environment: do not start one
 	dir          string
 	model        string
+	envModel     string // $OPENAI_MODEL: the model name when --model is not given
+	envBaseURL   string // $OPENAI_BASE_URL: where the model is served ("builtin" or a base URL)
+	defaultURL   string // where ask looks for a studio when none is named: DefaultStudioURL or $SWITCHBOARD_DEFAULT_STUDIO_URL
 	task         string
 	logFormat    string        // of a studio ask starts: its log file's format
 	token        string        // $SWITCHBOARD_TOKEN, sent to the studio
 	timeout      time.Duration // the whole ask; 0: none
 	modelTimeout time.Duration // each model request of a studio ask starts; 0: the agents' default
+	resume       string        // --resume: the run to resume instead of a task
 	noInput      bool          // --no-input: decline every elicitation
 	elicitStdin  bool          // answer elicitations from stdin even when it is not a terminal
 	stdin        io.Reader     // where the person's answers come from
@@ -131,7 +157,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	if err == nil && (cfg.task == "" || cfg.task == "-") {
+	if err == nil && cfg.resume == "" && (cfg.task == "" || cfg.task == "-") {
 		cfg.task, err = readTask(stdin, stderr)
 	}
 	if err != nil {
@@ -180,9 +206,10 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object {answer, agent, status, exit_code, reason, unavailable, delegations, duration_ms, error}")
 	fs.StringVar(&cfg.studioURL, "studio", "", "the studio's URL (default $"+EnvStudioURL+", else "+DefaultStudioURL+")")
 	fs.StringVar(&cfg.dir, "dir", ".", "the project directory holding agents/, for a studio ask starts")
-	fs.StringVar(&cfg.model, "model", "", "the model name, for a studio ask starts (default: each agent's agent.json)")
+	fs.StringVar(&cfg.model, "model", "", "the model name (default $OPENAI_MODEL, else each agent's agent.json): a studio ask starts runs it; a running studio's agent must already run it, or ask exits 2")
 	fs.StringVar(&cfg.logFormat, "log-format", "", "log format of a studio ask starts (its log file, agents included): "+logging.Formats+" (default text)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "give up (exit 124) when no answer came within this long, e.g. 30s (default: no limit)")
+	fs.StringVar(&cfg.resume, "resume", "", "resume run RUN of the agent from its journal instead of asking a new task (a run that failed: the model down, --timeout, Ctrl-C); a run that is over prints its answer again")
 	fs.BoolVar(&cfg.noInput, "no-input", false, "never ask the person: decline every elicitation (a server's request for confirmation or input)")
 	fs.BoolVar(&cfg.elicitStdin, "answer-elicitations-from-stdin", false, "answer elicitations from stdin, one line per field, even when it is not a terminal (for scripts and tests; also $"+EnvElicitStdin+"=1)")
 	fs.DurationVar(&cfg.modelTimeout, "model-timeout", 0, "deadline of each model request, for a studio ask starts (default $"+runtime.EnvModelTimeout+", else "+runtime.DefaultModelTimeout.String()+")")
@@ -209,6 +236,9 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	words = append(words, tail...)
 	cfg.task = strings.TrimSpace(strings.Join(words, " "))
+	if cfg.resume != "" && cfg.task != "" {
+		return nil, fmt.Errorf("--resume %s takes no task (the run has its own), got %q", cfg.resume, cfg.task)
+	}
 	if cfg.agent == "" {
 		return nil, errors.New("--agent is empty")
 	}
@@ -218,16 +248,20 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if _, err := logging.New(io.Discard, cfg.logFormat, slog.LevelInfo); err != nil {
 		return nil, fmt.Errorf("--log-format: %w", err)
 	}
+	cfg.defaultURL = DefaultStudioURL
+	if u := getenv(EnvDefaultStudioURL); u != "" {
+		cfg.defaultURL = strings.TrimSuffix(u, "/")
+	}
 	if cfg.studioURL != "" {
 		cfg.explicit = true
 	} else if u := getenv(EnvStudioURL); u != "" {
 		cfg.studioURL, cfg.explicit = u, true
-	} else if u := getenv(EnvDefaultStudioURL); u != "" {
-		cfg.studioURL = u
 	} else {
-		cfg.studioURL = DefaultStudioURL
+		cfg.studioURL = cfg.defaultURL
 	}
 	cfg.studioURL = strings.TrimSuffix(cfg.studioURL, "/")
+	// What a studio ask starts would run, and what a running one must.
+	cfg.envModel, cfg.envBaseURL = getenv("OPENAI_MODEL"), getenv("OPENAI_BASE_URL")
 	cfg.token = getenv(studioapi.EnvToken)
 	if getenv(EnvElicitStdin) == "1" {
 		cfg.elicitStdin = true

@@ -1,6 +1,7 @@
 package askcmd
 
 import (
+	"os"
 	"testing"
 
 	"github.com/switchboard-run/switchboard/internal/testbin"
@@ -12,7 +13,14 @@ var switchboardBin string
 
 // TestMain builds the binary once for the end-to-end tests, which run it as
 // real processes: the studio's agents, and `switchboard ask` itself.
+//
+// A developer's own model settings would reach the in-process Main tests
+// (which read the real environment) and the processes they start: each
+// test that wants a model endpoint sets it itself.
 func TestMain(m *testing.M) {
+	for _, v := range []string{"OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"} {
+		os.Unsetenv(v)
+	}
 	testbin.Main{Bin: &switchboardBin, NoBuildShort: true}.Run(m)
 }
 

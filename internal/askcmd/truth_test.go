@@ -8,6 +8,7 @@ package askcmd
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,14 +19,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-run/switchboard/delegation"
+	"github.com/switchboard-run/switchboard/internal/mcptest"
 	"github.com/switchboard-run/switchboard/internal/peertest"
 	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/projecttest"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
+	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/runtime/agentdef"
 )
 
@@ -36,6 +40,7 @@ type askOutput struct {
 	ExitCode    int      `json:"exit_code"`
 	Reason      string   `json:"reason"`
 	Unavailable []string `json:"unavailable"`
+	RunID       string   `json:"run_id"`
 }
 
 func decodeAsk(t *testing.T, a *askProcess) askOutput {
@@ -126,7 +131,8 @@ func TestE2EUnavailableSiblingIsNamed(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q", ask.stdout, ask.stderr)
 	}
 
-	// status shows the ask as failed, not ok.
+	// status shows the ask as unavailable (the page's word), not ok and
+	// not the wire's tool_error.
 	status := exec.CommandContext(ctx, needBinary(t), "status", "--studio", st.URL())
 	status.Env = cleanEnv()
 	text, err := status.CombinedOutput()
@@ -139,8 +145,8 @@ func TestE2EUnavailableSiblingIsNamed(t *testing.T) {
 			askLines = append(askLines, l)
 		}
 	}
-	if len(askLines) != 2 || !strings.Contains(askLines[0], "tool_error") || !strings.Contains(askLines[1], "tool_error") {
-		t.Errorf("status lists the asks as %q, want both tool_error:\n%s", askLines, text)
+	if len(askLines) != 2 || !strings.Contains(askLines[0], "unavailable") || !strings.Contains(askLines[1], "unavailable") {
+		t.Errorf("status lists the asks as %q, want both unavailable:\n%s", askLines, text)
 	}
 }
 
@@ -227,6 +233,16 @@ func TestE2EBuiltinWithAThirdPartyServer(t *testing.T) {
 	if len(out.Delegations) != 2 || out.Delegations[1].Tool != "search_nodes" || out.Delegations[1].Outcome != delegation.OutcomeOK {
 		t.Errorf("delegations %+v", out.Delegations)
 	}
+	// The studio's run has both calls to the stdio server, which its proxy
+	// never saw, with the server named, and its page draws them.
+	run := studioRun(t, st.URL(), out.RunID)
+	if run.Delegations != 2 || run.Failures != 0 || len(run.Hops) != 1 || len(run.Hops[0].Calls) != 2 ||
+		run.Hops[0].Calls[0].Server != "memory" || run.Hops[0].Calls[0].Tool != "create_entities" || run.Hops[0].Calls[0].Proxied {
+		t.Errorf("the studio's run %s: %d delegations, %d failures, hops %+v", out.RunID, run.Delegations, run.Failures, run.Hops)
+	}
+	if page := getPage(t, st.URL()+"/runs/"+out.RunID); !strings.Contains(page, `<span class="span-name">memory.search_nodes</span> <span class="badge tone-ok">ok</span>`) {
+		t.Errorf("the run page does not draw memory.search_nodes")
+	}
 
 	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "--agent", "memo", "--json", "delete launch")
 	if code := ask.wait(t); code != exitNotAnswered {
@@ -241,6 +257,35 @@ func TestE2EBuiltinWithAThirdPartyServer(t *testing.T) {
 	if len(out.Delegations) != 0 {
 		t.Errorf("an ambiguous step made delegations: %+v", out.Delegations)
 	}
+	// The builtin's refusal is badged as what it is, not as a failure.
+	if run := studioRun(t, st.URL(), out.RunID); run.Badge != "not answered" || run.Tone != "notanswered" || run.Failures != 0 {
+		t.Errorf("the refused run is badged %s/%s with %d failures, want not answered/notanswered and none", run.Badge, run.Tone, run.Failures)
+	}
+}
+
+// studioRun is GET /api/runs/<id> of the studio at base.
+func studioRun(t *testing.T, base, id string) studioapi.Run {
+	t.Helper()
+	var run studioapi.Run
+	if err := json.Unmarshal([]byte(getPage(t, base+"/api/runs/"+id)), &run); err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	return run
+}
+
+// getPage GETs url, which must answer 200.
+func getPage(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v: %s", url, resp.Status, err, b)
+	}
+	return string(b)
 }
 
 // TestE2ETraceExportFailureIsOneLine: with a collector that refuses, and
@@ -270,7 +315,9 @@ func TestE2ETraceExportFailureIsOneLine(t *testing.T) {
 			t.Errorf("collector %s: %d lines saying traces were not exported, want 1:\n%s", endpoint, n, stderr)
 		}
 		for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
-			if !strings.HasPrefix(l, "switchboard ask: ") && !strings.HasPrefix(l, "· ") && !strings.Contains(l, "abacus.calculate") {
+			// ask's own lines: its errors, notes, delegations and the
+			// usage line after the answer (usage.go).
+			if !strings.HasPrefix(l, "switchboard ask: ") && !strings.HasPrefix(l, "· ") && !strings.Contains(l, "abacus.calculate") && !strings.HasPrefix(l, "tokens: ") {
 				t.Errorf("collector %s: a line not in ask's own words: %q", endpoint, l)
 			}
 		}
@@ -387,5 +434,148 @@ func TestE2EMisconfiguredSiblings(t *testing.T) {
 	}
 	if code := ask.wait(t); code != exitOK || !strings.Contains(ask.stdout.String(), "packrat.store_note: Stored note") {
 		t.Errorf("ask - : exit %d, stdout %q, stderr %q", code, ask.stdout, ask.stderr)
+	}
+}
+
+// TestE2EUnavailableAfterANoteIsNotAnswered: the oracle's abacus is down,
+// and the task needs packrat first, then abacus. packrat stores the note;
+// the builtin model cannot do the arithmetic and says so. Something was
+// done, so this is not exit 5 ("nothing was done"): it is 3, not
+// answered, and the reason names what was done and what was unavailable.
+// The note is there.
+func TestE2EUnavailableAfterANoteIsNotAnswered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := projecttest.New(t, "packrat", "abacus")
+	// The oracle's model stores the note, then finds abacus missing and
+	// says it cannot go on: a real model's way. (The builtin model reads
+	// the whole task first and refuses it all when a part has no tool.)
+	agentWithModel(t, dir, "oracle", 4, `{
+		"packrat": {"url": "${SWITCHBOARD_STUDIO_URL:-http://127.0.0.1:1}/api/agents/packrat/mcp"},
+		"abacus": {"url": "`+mcptest.DeadURL(t)+`/mcp"}}`)
+	giveUp := openai.ChatCompletionMessage{Refusal: "I cannot work out the sum: abacus is unavailable."}
+	model := newScriptedModel(t, map[string][]turnStep{"oracle": {
+		{reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{call("n1", "packrat__store_note", `{"text":"The launch moved to Friday."}`)}}},
+		{reply: giveUp},
+		{reply: openai.ChatCompletionMessage{ToolCalls: []openai.ToolCall{call("n2", "packrat__store_note", `{"text":"The demo is on Monday."}`)}}},
+		{reply: giveUp},
+	}})
+	st := startStudio(t, ctx, dir, "OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=scripted")
+
+	ask := startAsk(t, ctx, dir, "--studio", st.URL(), "--json", "remember that the launch moved to Friday, then what is 2+2")
+	if code := ask.wait(t); code != exitNotAnswered {
+		t.Fatalf("ask exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitNotAnswered, ask.stdout, ask.stderr)
+	}
+	out := decodeAsk(t, ask)
+	if out.Status != "not_answered" || out.ExitCode != exitNotAnswered {
+		t.Errorf("--json status %q exit_code %d, want not_answered, %d", out.Status, out.ExitCode, exitNotAnswered)
+	}
+	for _, want := range []string{"not answered: ", `unavailable: agent "abacus"`, "done before it stopped: packrat.store_note"} {
+		if !strings.Contains(out.Reason, want) || !strings.Contains(ask.stderr.String(), want) {
+			t.Errorf("reason %q (stderr %q) lacks %q", out.Reason, ask.stderr, want)
+		}
+	}
+	if len(out.Unavailable) != 1 || !strings.Contains(out.Unavailable[0], `"abacus"`) {
+		t.Errorf("--json unavailable %q, want abacus", out.Unavailable)
+	}
+	if len(out.Delegations) != 1 || out.Delegations[0].Agent != "packrat" || out.Delegations[0].Tool != "store_note" || out.Delegations[0].Outcome != delegation.OutcomeOK {
+		t.Errorf("delegations %+v, want packrat.store_note ok", out.Delegations)
+	}
+	p := newTestPool(t)
+	res, err := p.CallTool(ctx, &pool.Server{Name: "packrat", URL: st.AgentURL("packrat")}, &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{"query": "launch"}})
+	if err != nil || res.IsError || !strings.Contains(delegation.ResultText(res), "Friday") {
+		t.Errorf("the note is not in packrat: %v %+v", err, res)
+	}
+
+	// Text mode: the same exit code; stderr shows the note as done.
+	ask = startAsk(t, ctx, dir, "--studio", st.URL(), "remember that the demo is on Monday, then what is 3+3")
+	if code := ask.wait(t); code != exitNotAnswered {
+		t.Fatalf("ask exited %d, want %d\nstderr:\n%s", code, exitNotAnswered, ask.stderr)
+	}
+	if s := ask.stderr.String(); !strings.Contains(s, "✓ packrat.store_note") || !strings.Contains(s, "done before it stopped: packrat.store_note (exit 3)") {
+		t.Errorf("stderr:\n%s", s)
+	}
+	if n := model.Served("oracle"); n != 4 {
+		t.Errorf("the model was asked %d times, want 4 (two steps per ask)", n)
+	}
+}
+
+// TestE2EDeclinedDeletionIsNotDone: packrat's delete_notes, asked through
+// the oracle, asks the person to confirm; ask answers decline (nobody to
+// ask: stdin is not a terminal), cancel (stdin ends before an answer) and
+// no (an empty line, the default false). Each time nothing is deleted, and
+// ask does not exit 0: the task was not done. It exits 4, a delegation
+// failed, and says that the deletion was not confirmed and how it was
+// answered. A yes deletes and exits 0.
+func TestE2EDeclinedDeletionIsNotDone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	dir := projecttest.New(t, "oracle", "packrat", "abacus")
+	st := startStudio(t, ctx, dir)
+	p := newTestPool(t)
+	packrat := &pool.Server{Name: "packrat", URL: st.AgentURL("packrat")}
+	for _, text := range []string{"old a", "old b", "old c"} {
+		res, err := p.CallTool(ctx, packrat, &mcp.CallToolParams{Name: "store_note", Arguments: map[string]any{"text": text, "tags": []string{"old"}}})
+		if err != nil || res.IsError {
+			t.Fatalf("store_note: %v %+v", err, res)
+		}
+	}
+	left := func() int {
+		t.Helper()
+		res, err := p.CallTool(ctx, packrat, &mcp.CallToolParams{Name: "list_notes", Arguments: map[string]any{"tag": "old", "limit": 100}})
+		if err != nil || res.IsError {
+			t.Fatalf("list_notes: %v %+v", err, res)
+		}
+		m, _ := res.StructuredContent.(map[string]any)
+		n, _ := m["count"].(float64)
+		return int(n)
+	}
+	ask := func(stdin string, env []string, args ...string) (*askProcess, int) {
+		t.Helper()
+		a := &askProcess{stdout: &proctest.SyncBuffer{}, stderr: &proctest.SyncBuffer{}}
+		a.cmd = exec.CommandContext(ctx, needBinary(t), append(append([]string{"ask", "--studio", st.URL(), "--json"}, args...), "delete_notes tag=old")...)
+		a.cmd.Dir, a.cmd.Env, a.cmd.Stdin = dir, env, strings.NewReader(stdin)
+		a.cmd.Stdout, a.cmd.Stderr = a.stdout, a.stderr
+		if err := a.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return a, a.wait(t)
+	}
+
+	for _, c := range []struct {
+		name, stdin string
+		env         []string
+		answered    string // packrat's words for the answer
+	}{
+		{"declined", "y\n", cleanEnv(), "not confirmed (decline)"},
+		{"cancelled", "", cleanEnv(EnvElicitStdin + "=1"), "not confirmed (cancel)"},
+		{"the default, no", "\n", cleanEnv(EnvElicitStdin + "=1"), "not confirmed (accept)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, code := ask(c.stdin, c.env)
+			if code != exitDelegationFailed {
+				t.Fatalf("ask exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitDelegationFailed, a.stdout, a.stderr)
+			}
+			if n := left(); n != 3 {
+				t.Fatalf("%d notes tagged old left, want 3", n)
+			}
+			out := decodeAsk(t, a)
+			if out.Status != "delegation_failed" || out.ExitCode != exitDelegationFailed ||
+				!strings.Contains(out.Reason, "packrat.delete_notes: tool_error") || !strings.Contains(out.Answer, "Nothing deleted") ||
+				!strings.Contains(out.Answer, c.answered) {
+				t.Errorf("--json %+v: want delegation_failed, packrat.delete_notes named, the answer saying %q", out, c.answered)
+			}
+			if len(out.Delegations) != 1 || out.Delegations[0].Outcome != delegation.OutcomeToolError {
+				t.Errorf("delegations %+v, want delete_notes as a tool error", out.Delegations)
+			}
+			if !strings.Contains(a.stderr.String(), "(exit 4)") {
+				t.Errorf("stderr does not give the reason and the exit code:\n%s", a.stderr)
+			}
+		})
+	}
+
+	a, code := ask("y\n", cleanEnv(EnvElicitStdin+"=1"))
+	if out := decodeAsk(t, a); code != exitOK || out.Status != "answered" || left() != 0 {
+		t.Fatalf("confirmed: exit %d, --json %+v, %d notes left\nstderr:\n%s", code, out, left(), a.stderr)
 	}
 }

@@ -177,9 +177,9 @@ func counts(s *mcpconfig.Server) bool {
 
 func grant(s *mcpconfig.Server) string {
 	if s.OAuth != nil && s.OAuth.Grant != "" {
-		return s.OAuth.Grant
+		return string(s.OAuth.Grant)
 	}
-	return pool.GrantAuthorizationCode
+	return string(pool.GrantAuthorizationCode)
 }
 
 // fill reads st's record. Only the public fields are copied, one by one:
@@ -204,7 +204,7 @@ func fill(st *Server, store *tokenstore.Store, now time.Time) {
 		return
 	}
 	st.State, st.Issuer, st.Scopes = SignedIn, rec.Issuer, slices.Clone(rec.Scopes)
-	st.Refreshable = rec.RefreshToken != "" || st.Grant == pool.GrantClientCredentials
+	st.Refreshable = rec.RefreshToken != "" || st.Grant == string(pool.GrantClientCredentials)
 	if !rec.Expiry.IsZero() {
 		exp := rec.Expiry.UTC()
 		st.Expires = &exp
@@ -263,7 +263,7 @@ func describeToken(s Server) string {
 	case Unreadable:
 		return "token unreadable: " + s.Error
 	case SignedOut:
-		if s.Grant == pool.GrantClientCredentials {
+		if s.Grant == string(pool.GrantClientCredentials) {
 			return "no token yet (client credentials: the pool gets one on first use)"
 		}
 		if s.Configured {

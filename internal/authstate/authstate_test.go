@@ -206,3 +206,24 @@ func TestRefusalIsShown(t *testing.T) {
 		}
 	}
 }
+
+// TestForAgentsWithRemote: an agent on another host brings no servers of
+// its own (its tools/mcp.json is read where it runs, and signed in to
+// there); the local agents' servers are reported as before, including
+// one that names the remote agent straight at its url.
+func TestForAgentsWithRemote(t *testing.T) {
+	agents := filepath.Join(t.TempDir(), "agents")
+	writeAgent(t, agents, "local", `{"mcpServers":{"far":{"url":"http://far.example:8080/mcp"}}}`)
+	if err := os.MkdirAll(filepath.Join(agents, "far"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(agents, "far", "agent.json"), []byte(`{"name":"far","url":"http://far.example:8080/mcp","token_env":"FAR_TOKEN"}`), 0o644)
+	defs, err := agentdef.LoadAll(agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ForAgents(defs, &tokenstore.Store{Dir: t.TempDir()}, time.Now())
+	if len(got.Servers) != 1 || got.Servers[0].URL != "http://far.example:8080/mcp" || !reflect.DeepEqual(got.Servers[0].Agents, []string{"local"}) || got.Servers[0].State != SignedOut {
+		t.Errorf("report %+v, want the local agent's one server, signed out, used by local only", got)
+	}
+}

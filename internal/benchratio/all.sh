@@ -5,7 +5,7 @@
 #
 #   internal/benchratio/all.sh            # everything (about 20 minutes on 2 busy cores)
 #   internal/benchratio/all.sh CallTool   # one benchmark: CallTool RequestsPerCall DelayedProxy
-#                                         # ForgottenSession SlowClose Keys IdleSweep MassClose Peers
+#                                         # ForgottenSession SlowClose Keys IdleSweep MassClose Peers Hop
 #
 # N overrides the rounds of every benchmark (N=3 for a quick look); OUT is
 # where the raw `go test -bench` output of each is kept (default
@@ -59,6 +59,7 @@ bench Keys 5 k1 k1,k1000,k10000 -pkg ./pool -benchtime 1s
 bench IdleSweep 3 "" k1000,k10000 -pkg ./pool -benchtime 1x
 bench MassClose 3 "" k1000,k10000 -pkg ./pool -benchtime 1x
 bench Peers 7 raw-session pooled,raw-session,mcp-go,ts-sdk -C bench/peers -pkg . -benchtime 0.5s
+bench Hop 7 direct direct,studio,studio-dial -pkg ./internal/studio -benchtime 0.5s
 
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "benchmarks that failed (their figures are missing above): ${failed[*]}" >&2

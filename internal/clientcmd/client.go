@@ -8,11 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-run/switchboard/internal/rpccode"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 )
@@ -27,21 +31,21 @@ const (
 	kindInput  = "input"  // the line is not a valid request
 )
 
-// Error codes for answers that carry no server JSON-RPC error. The JSON-RPC
-// reserved range is used for what it means; the pool's kinds get codes from
-// the implementation-defined server-error range.
+// Error codes of answers, from the tree's one list (internal/rpccode): the
+// JSON-RPC reserved codes for a bad line, and one code per pool kind, the
+// same the studio says on the wire (outcome unknown is -32060 from the
+// studio, the pool and this command alike). Only kind rpc carries the
+// server's own code.
 const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeTransport      = -32000
-	codeSessionExpired = -32001
-	codeOutcomeUnknown = -32002
-	// codeRefused: the pool refused the request whole before it ran (too
-	// large for the server, a redirect to another origin, a list without
-	// end); next to pool.CodeOutcomeUnknown, clear of go-sdk's codes.
-	codeRefused = -32061
+	codeParseError     = rpccode.ParseError
+	codeInvalidRequest = rpccode.InvalidRequest
+	codeMethodNotFound = rpccode.MethodNotFound
+	codeInvalidParams  = rpccode.InvalidParams
+	codeTransport      = rpccode.Transport
+	codeSessionExpired = rpccode.SessionExpired
+	codeOutcomeUnknown = rpccode.OutcomeUnknown
+	codeRefused        = rpccode.Refused
+	codeInterrupted    = rpccode.Interrupted
 )
 
 type client struct {
@@ -50,6 +54,8 @@ type client struct {
 	timeout     time.Duration
 	maxInFlight int
 	out         *writer
+	log         *slog.Logger
+	subs        subscriptions
 }
 
 type request struct {
@@ -63,6 +69,11 @@ type answer struct {
 	ID     json.RawMessage `json:"id"`
 	Result any             `json:"result,omitempty"`
 	Error  *answerError    `json:"error,omitempty"`
+
+	// around, when set, writes the answer by calling its argument: a
+	// subscription writes it under its own lock, so that no update line
+	// comes before it and none is held back after it.
+	around func(write func())
 }
 
 type answerError struct {
@@ -129,7 +140,13 @@ func (c *client) serve(ctx context.Context, in io.Reader) error {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			c.out.write(c.handle(ctx, req))
+			a := c.handle(ctx, req)
+			write := func() { c.out.write(a) }
+			if a.around != nil {
+				a.around(write)
+			} else {
+				write()
+			}
 		})
 	}
 }
@@ -279,7 +296,9 @@ func parse(line []byte, tooLong bool, lineNo int) (request, *answerError) {
 	switch req.ID[0] {
 	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 	default:
-		return req, &answerError{Code: codeInvalidRequest, Kind: kindInput, Message: fmt.Sprintf("line %d: \"id\" must be a string or a number, got %s", lineNo, req.ID)}
+		bad := req.ID
+		req.ID = nil // answered with a null id: it is not one
+		return req, &answerError{Code: codeInvalidRequest, Kind: kindInput, Message: fmt.Sprintf("line %d: \"id\" must be a string or a number, got %s", lineNo, quoted(bad))}
 	}
 	return req, nil
 }
@@ -303,8 +322,9 @@ func (c *client) handle(ctx context.Context, req request) answer {
 		ans.Result = c.pool.Stats()
 		return ans
 	}
-	if req.Method != "tools/list" && req.Method != "tools/call" {
-		ans.Error = &answerError{Code: codeMethodNotFound, Kind: kindInput, Message: fmt.Sprintf("unknown method %q; want tools/list, tools/call or pool/stats", req.Method)}
+	run, known := methods[req.Method]
+	if !known && !subscriptionMethods[req.Method] {
+		ans.Error = &answerError{Code: codeMethodNotFound, Kind: kindInput, Message: fmt.Sprintf("unknown method %q; want %s or pool/stats", req.Method, strings.Join(methodNames, ", "))}
 		return ans
 	}
 	if req.Server == "" {
@@ -324,41 +344,137 @@ func (c *client) handle(ctx context.Context, req request) answer {
 		defer cancel()
 	}
 
-	if req.Method == "tools/list" {
-		tools, err := c.pool.ListTools(ctx, srv)
-		if err != nil {
-			ans.Error = poolError(err)
-			return ans
-		}
-		if tools == nil {
-			tools = []*mcp.Tool{}
-		}
-		ans.Result = map[string]any{"tools": tools}
-		return ans
+	switch req.Method {
+	case "resources/subscribe":
+		return c.subscribe(ctx, req, srv)
+	case "resources/unsubscribe":
+		return c.unsubscribe(ctx, req)
 	}
-
-	var params mcp.CallToolParams
-	if len(req.Params) == 0 {
-		ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput, Message: "tools/call needs \"params\": {\"name\": TOOL, \"arguments\": {...}}"}
-		return ans
-	}
-	dec := json.NewDecoder(bytes.NewReader(req.Params))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&params); err != nil {
-		ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput, Message: fmt.Sprintf("tools/call params: %v", err)}
-		return ans
-	}
-	if params.Name == "" {
-		ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput, Message: "tools/call params: missing \"name\""}
-		return ans
-	}
-	res, err := c.pool.CallTool(ctx, srv, &params)
-	if err != nil {
-		ans.Error = poolError(err)
+	res, aerr := run(ctx, c.pool, srv, req.Params)
+	if aerr != nil {
+		ans.Error = aerr
 		return ans
 	}
 	ans.Result = res
 	return ans
+}
+
+// A method runs one request's params against srv through the pool.
+type method func(ctx context.Context, p *pool.Pool, srv *pool.Server, params json.RawMessage) (any, *answerError)
+
+// methods are the MCP methods the client speaks: every one the pool has.
+// A list answers every page at once, under the method's own member name
+// ("tools", "resources", "resourceTemplates", "prompts"); a request with
+// params answers the server's result as it is.
+var methods = map[string]method{
+	"tools/list": listMethod("tools", (*pool.Pool).ListTools),
+	"tools/call": func(ctx context.Context, p *pool.Pool, srv *pool.Server, raw json.RawMessage) (any, *answerError) {
+		params, aerr := decodeParams[mcp.CallToolParams]("tools/call", raw, `{"name": TOOL, "arguments": {...}}`)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if params.Name == "" {
+			return nil, &answerError{Code: codeInvalidParams, Kind: kindInput, Message: "tools/call params: missing \"name\""}
+		}
+		return result(p.CallTool(ctx, srv, params))
+	},
+	"resources/list":           listMethod("resources", (*pool.Pool).ListResources),
+	"resources/templates/list": listMethod("resourceTemplates", (*pool.Pool).ListResourceTemplates),
+	"resources/read": func(ctx context.Context, p *pool.Pool, srv *pool.Server, raw json.RawMessage) (any, *answerError) {
+		params, aerr := decodeParams[mcp.ReadResourceParams]("resources/read", raw, `{"uri": URI}`)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if params.URI == "" {
+			return nil, &answerError{Code: codeInvalidParams, Kind: kindInput, Message: "resources/read params: missing \"uri\""}
+		}
+		return result(p.ReadResource(ctx, srv, params))
+	},
+	"prompts/list": listMethod("prompts", (*pool.Pool).ListPrompts),
+	"prompts/get": func(ctx context.Context, p *pool.Pool, srv *pool.Server, raw json.RawMessage) (any, *answerError) {
+		params, aerr := decodeParams[mcp.GetPromptParams]("prompts/get", raw, `{"name": PROMPT, "arguments": {...}}`)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if params.Name == "" {
+			return nil, &answerError{Code: codeInvalidParams, Kind: kindInput, Message: "prompts/get params: missing \"name\""}
+		}
+		return result(p.GetPrompt(ctx, srv, params))
+	},
+	"completion/complete": func(ctx context.Context, p *pool.Pool, srv *pool.Server, raw json.RawMessage) (any, *answerError) {
+		params, aerr := decodeParams[mcp.CompleteParams]("completion/complete", raw, `{"ref": {"type": "ref/prompt", "name": PROMPT}, "argument": {"name": ARG, "value": PREFIX}}`)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if params.Ref == nil || params.Argument.Name == "" {
+			return nil, &answerError{Code: codeInvalidParams, Kind: kindInput, Message: "completion/complete params: want \"ref\" and \"argument\": {\"name\": ARG, \"value\": PREFIX}"}
+		}
+		return result(p.Complete(ctx, srv, params))
+	},
+}
+
+// subscriptionMethods answer once and then go on (subscribe.go).
+var subscriptionMethods = map[string]bool{"resources/subscribe": true, "resources/unsubscribe": true}
+
+// methodNames are every method's name, sorted, for the unknown-method
+// answer.
+var methodNames = func() []string {
+	names := append(slices.Collect(maps.Keys(methods)), slices.Collect(maps.Keys(subscriptionMethods))...)
+	slices.Sort(names)
+	return names
+}()
+
+// listMethod answers a list method with every item under member; a list
+// method takes no params (the pool follows the cursors itself).
+func listMethod[T any](member string, list func(*pool.Pool, context.Context, *pool.Server) ([]T, error)) method {
+	return func(ctx context.Context, p *pool.Pool, srv *pool.Server, raw json.RawMessage) (any, *answerError) {
+		if len(raw) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("{}")) && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			return nil, &answerError{Code: codeInvalidParams, Kind: kindInput, Message: fmt.Sprintf("%s takes no params: the client returns every page (got %s)", member, quoted(raw))}
+		}
+		items, err := list(p, ctx, srv)
+		if err != nil {
+			return nil, poolError(err)
+		}
+		if items == nil {
+			items = []T{}
+		}
+		return map[string]any{member: items}, nil
+	}
+}
+
+// decodeParams decodes a request's params strictly into P; what names the
+// shape it wants, for the error.
+func decodeParams[P any](name string, raw json.RawMessage, want string) (*P, *answerError) {
+	if len(raw) == 0 {
+		return nil, &answerError{Code: codeInvalidParams, Kind: kindInput, Message: fmt.Sprintf("%s needs \"params\": %s", name, want)}
+	}
+	var params P
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&params); err != nil {
+		return nil, &answerError{Code: codeInvalidParams, Kind: kindInput, Message: fmt.Sprintf("%s params: %v; want %s", name, err, want)}
+	}
+	return &params, nil
+}
+
+// result is a pool call's answer.
+func result[R any](res *R, err error) (any, *answerError) {
+	if err != nil {
+		return nil, poolError(err)
+	}
+	return res, nil
+}
+
+// maxQuoted bounds what of a request's own bytes an error answer quotes: a
+// 16 MB line must not come back in its error.
+const maxQuoted = 64
+
+// quoted is raw for an error message, cut to maxQuoted bytes.
+func quoted(raw []byte) string {
+	if len(raw) <= maxQuoted {
+		return string(raw)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(string(raw[:maxQuoted]), ""), len(raw))
 }
 
 func serverNames(cfg *mcpconfig.Config) string {
@@ -387,6 +503,13 @@ func poolError(err error) *answerError {
 		ae.Code = codeOutcomeUnknown
 	case pool.KindRefused:
 		ae.Code = codeRefused
+		if pe.Code == rpccode.IdempotencyConflict || pe.Code == rpccode.KeyExpired {
+			// The ledger's refusal of a key keeps its own code: it says
+			// which refusal (a key used for another call, or too old).
+			ae.Code = pe.Code
+		}
+	case pool.KindInterrupted:
+		ae.Code = codeInterrupted
 	default:
 		ae.Code = codeTransport
 	}
@@ -406,6 +529,19 @@ func (w *writer) write(a answer) {
 	if err != nil {
 		b, _ = json.Marshal(answer{ID: a.ID, Error: &answerError{Code: codeTransport, Kind: pool.KindTransport.String(), Message: fmt.Sprintf("encoding the result: %v", err)}})
 	}
+	w.line(b)
+}
+
+// writeLine writes v, which always encodes (a notification), as a line.
+func (w *writer) writeLine(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("clientcmd: encoding %T: %v", v, err))
+	}
+	w.line(b)
+}
+
+func (w *writer) line(b []byte) {
 	b = append(b, '\n')
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -149,7 +149,7 @@ func TestRequestsAndBadInput(t *testing.T) {
 		`{"id":2,"server":"test","method":"tools/call","params":{"name":"echo","arguments":{"id":"c2","text":"hi"}}}`,
 		`{"id":"three","server":"test","method":"tools/call","params":{"name":"fail","arguments":{"id":"c3"}}}`,
 		`{"id":4,"server":"nope","method":"tools/list"}`,
-		`{"id":5,"server":"test","method":"resources/list"}`,
+		`{"id":5,"server":"test","method":"resources/subscribe"}`,
 		`{"id":6,"server":"test","method":"tools/call","params":{"name":"echo","argumnts":{}}}`,
 		`{"id":7,"server":"test","method":"tools/call"`,
 		`{"server":"test","method":"tools/list"}`,
@@ -333,15 +333,20 @@ func TestSIGTERMAnswersEveryLineRead(t *testing.T) {
 	}
 }
 
-// TestPoolErrorCodes: each pool kind has its own code in the answers, so a
-// caller can branch on it; refused (nothing ran, never resent) is not
-// transport.
+// TestPoolErrorCodes: each pool kind has its own code in the answers, the
+// wire values README and docs/ARCHITECTURE.md list, so a caller can branch
+// on it; refused (nothing ran, never resent) is not transport; outcome
+// unknown is the studio's and the pool's -32060, not a code of go-sdk's
+// (-32002 was its legacy resource-not-found); an interrupted keyed call is
+// the ledger's -32073, kind interrupted; a key the ledger refused is kind
+// refused with the ledger's -32071 or -32074.
 func TestPoolErrorCodes(t *testing.T) {
 	for kind, code := range map[pool.Kind]int64{
-		pool.KindTransport:      codeTransport,
-		pool.KindSessionExpired: codeSessionExpired,
-		pool.KindOutcomeUnknown: codeOutcomeUnknown,
-		pool.KindRefused:        codeRefused,
+		pool.KindTransport:      -32063,
+		pool.KindSessionExpired: -32062,
+		pool.KindOutcomeUnknown: pool.CodeOutcomeUnknown,
+		pool.KindRefused:        -32061,
+		pool.KindInterrupted:    -32073,
 	} {
 		ae := poolError(&pool.Error{Kind: kind, Server: "s", Method: "tools/call", Err: errors.New("x")})
 		if ae.Code != code || ae.Kind != kind.String() {
@@ -350,5 +355,14 @@ func TestPoolErrorCodes(t *testing.T) {
 	}
 	if ae := poolError(&pool.Error{Kind: pool.KindRPC, Code: -32601, Message: "m", Err: errors.New("x")}); ae.Code != -32601 {
 		t.Errorf("rpc: code %d, want the server's", ae.Code)
+	}
+	// The ledger's refusals of a key are kind refused under their own
+	// codes: which refusal it was matters to the caller (a new key, or a
+	// bug that reused one).
+	for _, code := range []int64{-32071, -32074} {
+		ae := poolError(&pool.Error{Kind: pool.KindRefused, Code: code, Message: "m", Err: errors.New("x")})
+		if ae.Code != code || ae.Kind != "refused" {
+			t.Errorf("ledger refusal %d: code %d kind %q, want %d refused", code, ae.Code, ae.Kind, code)
+		}
 	}
 }

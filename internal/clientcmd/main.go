@@ -41,10 +41,23 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 Reads JSON requests, one per line, on stdin:
   {"id":1,"server":"NAME","method":"tools/list"}
   {"id":2,"server":"NAME","method":"tools/call","params":{"name":"TOOL","arguments":{...}}}
-  {"id":3,"method":"pool/stats"}
+  {"id":3,"server":"NAME","method":"resources/list"}          (also resources/templates/list,
+  {"id":4,"server":"NAME","method":"resources/read","params":{"uri":"URI"}}   prompts/list)
+  {"id":5,"server":"NAME","method":"prompts/get","params":{"name":"P","arguments":{...}}}
+  {"id":6,"server":"NAME","method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"P"},"argument":{"name":"A","value":"PREFIX"}}}
+  {"id":7,"method":"pool/stats"}
+  {"id":8,"server":"NAME","method":"resources/subscribe","params":{"uri":"URI"}}
+  {"id":9,"server":"NAME","method":"resources/unsubscribe","params":{"uri":"URI"}}
 and answers each with one line on stdout, in completion order:
   {"id":1,"result":{...}}  or  {"id":1,"error":{"code":N,"message":"...","kind":"K"}}
-where K is session_expired, outcome_unknown, transport, rpc, config or input.
+A subscription answers {"id":8,"result":{}}, then writes a line for each
+update until resources/unsubscribe, the end of stdin or a signal:
+  {"notification":"resources/updated","subscription":8,"server":"NAME","uri":"URI"}
+where K is outcome_unknown (N -32060: it may have run), interrupted (-32073:
+a keyed call cut by the server's death; it may have run, never resent),
+refused (-32061), session_expired (-32062), transport (-32063: nothing ran),
+rpc (the server's own code), config or input (JSON-RPC's -326xx, -32700).
+A list answers every page at once.
 
 exit status:
   0    stdin ended and every request was answered
@@ -78,9 +91,16 @@ exit status:
 	for _, note := range cfg.Ignored {
 		logger.Info(note)
 	}
-	p := pool.New(&pool.Options{Logger: logger})
-	c := &client{cfg: cfg, pool: p, timeout: *timeout, maxInFlight: *inFlight, out: newWriter(stdout)}
+	// Notifications: an HTTP server sends notifications/resources/updated
+	// on the session's standalone GET stream, which the pool opens only
+	// with it (pool.ErrSubscribeNeedsNotifications); it also makes
+	// tools/list_changed drop the tool cache at once.
+	p := pool.New(&pool.Options{Logger: logger, Notifications: true})
+	c := &client{cfg: cfg, pool: p, timeout: *timeout, maxInFlight: *inFlight, out: newWriter(stdout), log: logger}
 	err = c.serve(ctx, stdin)
+	// At the end of stdin each server is told (resources/unsubscribe);
+	// after a signal nothing new is sent, and Close ends the sessions.
+	c.endSubscriptions(err == nil)
 	p.Close()
 	switch {
 	case errors.Is(err, errInterrupted):

@@ -1,8 +1,10 @@
 // Package conformance runs the official MCP conformance suite's client
 // scenarios against the pool (through ./adapter), with baseline.yml as the
-// expected failures, and its server scenarios against a real `switchboard
-// agent serve`, with server-baseline.yml: each test fails on a new failure
-// and on a baseline entry that now passes. The suite is pinned in package.json and
+// expected failures, and its server scenarios against the fixture agent of
+// testdata/project (the suite's own test server as a toolset, ./fixtures)
+// served by a real `switchboard agent serve` and through a real studio,
+// with server-baseline.yml: each test fails on a new failure and on a
+// baseline entry that now passes. The suite is pinned in package.json and
 // package-lock.json; CI installs it with
 //
 //	npm ci --prefix internal/conformance
@@ -11,10 +13,15 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,87 +38,256 @@ func needSuite(t *testing.T) (node, suite string) {
 	return node, suite
 }
 
+// TestClientConformance runs every client scenario of the suite against
+// the pool, through the adapter, twice, while CPU burners (one per core,
+// started here and killed at the end) load the machine, as CI's and the
+// other work on a shared machine do.
+//
+// What failed under load, and why it no longer does: with --suite all the
+// suite runs all 26 scenarios at once, 26 adapters and their OAuth flows
+// on the suite's one Node event loop. sse-retry times the client's
+// reconnection against the server's retry field (450 to 700 ms passes, up
+// to 1 s warns, beyond fails) from the server's side, so beside the other
+// 25 it measured their load: 713 ms and 1,895 ms in two runs with 4
+// burners, while alone under the same load it took 502 to 553 ms in five
+// of five. So sse-retry is judged by a run of its own, before the whole
+// suite's, whose verdict on it is not read (running the other 25 without
+// it, in the suite's smaller groups, costs a Node process each: 23 s for
+// seven at once where one run of all 26 took 10 s). And the adapter's
+// deadline and the suite's per-client timeout are raised together (a
+// scenario took up to 14 s of the 25 s the adapter had, under that load).
 func TestClientConformance(t *testing.T) {
 	node, suite := needSuite(t)
 	adapter := filepath.Join(t.TempDir(), "adapter")
 	if out, err := exec.Command("go", "build", "-o", adapter, "./adapter").CombinedOutput(); err != nil {
 		t.Fatalf("building the adapter: %v\n%s", err, out)
 	}
-	// Each scenario's own timeout is the suite's 30s; the bound here is
-	// for the whole run of 26 scenarios, run in parallel by the suite.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
-	out, err := runClientSuite(ctx, node, suite, adapter, "--suite", "all")
-	summary := regexp.MustCompile(`(?m)^Total: .*$`).Find(out)
-	t.Logf("%s", summary)
-	if err != nil && slices.Equal(unexpected(out), []string{timingScenario}) {
-		// sse-retry times the client's reconnection against the server's
-		// retry field (450 to 700 ms passes, up to 1 s warns, beyond that
-		// fails), while 25 other scenarios run at once. On a loaded machine
-		// that measures the scheduler: it warned in 1 full run of 2 at load
-		// 17, and passed alone. Alone it is run again, up to
-		// timingAttempts times; a client that ignores the field (too early,
-		// or its own backoff) fails every one.
-		for i := range timingAttempts {
-			again, err2 := runClientSuite(ctx, node, suite, adapter, "--scenario", timingScenario)
-			t.Logf("%s alone, attempt %d of %d: %v\n%s", timingScenario, i+1, timingAttempts, err2, regexp.MustCompile(`(?m)^.*`+timingScenario+`.*$`).Find(again))
-			if err2 == nil {
-				err = nil
-				break
-			}
-			out = again
-		}
-	}
+	want, err := scenarios(ctx, node, suite, "Client scenarios")
 	if err != nil {
-		t.Fatalf("conformance suite against the pool: %v (a new failure, or a baseline entry that now passes: update baseline.yml)\n%s", err, out)
+		t.Fatal(err)
+	}
+	burnCPU(t, runtime.NumCPU())
+	baseline, err := readBaseline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pass := 1; pass <= 2; pass++ {
+		c := &clientRun{node: node, suite: suite, adapter: adapter, results: t.TempDir(), baseline: baseline}
+		c.pass(ctx, t, want)
+		t.Logf("pass %d of 2 under load: %d of %d scenarios passed, %d checks passed, %d failed, %d warnings", pass, len(c.passed), len(want), c.checks, c.failed, c.warned)
+		if t.Failed() {
+			return
+		}
 	}
 }
 
-// timingScenario is the client scenario whose verdict is a wall-clock
-// window, and timingAttempts how often it is run alone when it is the only
-// one to fail in the full run.
+// Client timeouts: the suite kills a client after suiteTimeout; the
+// adapter gives up a little sooner, saying what it was doing.
+const (
+	suiteTimeout   = "120000" // ms
+	adapterTimeout = "110s"
+)
+
+// timingScenario's verdict is a wall-clock window, so it is judged by a run
+// of its own; timingAttempts is how often it runs when all it got was the
+// "slightly late" warning, the one verdict that measures the machine
+// rather than the client (a client that ignores the retry field is too
+// early or very late: a failure, never run again).
 const (
 	timingScenario = "sse-retry"
+	timingCheck    = "client-sse-retry-timing"
 	timingAttempts = 3
 )
 
-// runClientSuite runs the suite's client mode against the adapter with the
-// baseline, with args choosing the scenarios.
-func runClientSuite(ctx context.Context, node, suite, adapter string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, node, append([]string{suite, "client", "--command", adapter, "--expected-failures", "baseline.yml"}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.Bytes(), err
+// clientRun is one pass over every client scenario.
+type clientRun struct {
+	node, suite, adapter, results string
+	baseline                      []string // baseline.yml's client entries
+
+	passed                 []string // scenarios that passed
+	checks, failed, warned int      // their checks
 }
 
-// unexpected returns the scenarios the suite's summary lists under
-// "Unexpected failures", in order.
-func unexpected(out []byte) []string {
-	_, rest, ok := bytes.Cut(out, []byte("Unexpected failures (not in baseline):"))
-	if !ok {
-		return nil
-	}
-	_, rest, _ = bytes.Cut(rest, []byte("\n")) // the rest of the header line (a colour reset)
-	var names []string
-	for line := range strings.Lines(string(rest)) {
-		name, ok := strings.CutPrefix(strings.TrimSpace(line), "✗ ")
-		if !ok {
+// scenarioLine is the suite's verdict line for one scenario of a run of
+// several ("✓ name: 5 passed, 0 failed" or "✗ name: 2 passed, 0 failed, 1
+// warnings"); ✓ also means the client exited 0 in time.
+var scenarioLine = regexp.MustCompile(`(?m)^([✓✗]) (\S+): (\d+) passed, (\d+) failed(?:, (\d+) warnings)?$`)
+
+// pass runs timingScenario alone, then the whole suite at once (the
+// cheapest way: one Node process for 26 scenarios), judging every
+// scenario but timingScenario by the whole run against the baseline, and
+// timingScenario by its own run. It fails t on a new failure, on a
+// baseline entry that passes, and on a scenario of want that did not run.
+func (c *clientRun) pass(ctx context.Context, t *testing.T, want []string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		out, dir, err := c.run(ctx, "--scenario", timingScenario, "--expected-failures", "baseline.yml")
+		if err == nil {
+			m := regexp.MustCompile(`(?m)^Passed: (\d+)/\d+, (\d+) failed, (\d+) warnings`).FindSubmatch(out)
+			if m == nil {
+				t.Fatalf("%s: no summary in the suite's output:\n%s", timingScenario, out)
+			}
+			c.add(timingScenario, m[1], m[2], m[3])
 			break
 		}
-		names = append(names, name)
+		late, lerr := onlySlightlyLate(dir)
+		if lerr != nil || !late || attempt == timingAttempts {
+			t.Fatalf("%s alone (attempt %d of %d): %v (%v)\n%s", timingScenario, attempt, timingAttempts, err, lerr, out)
+		}
+		t.Logf("%s alone, attempt %d of %d: reconnected slightly late; once more", timingScenario, attempt, timingAttempts)
 	}
-	return names
+
+	// The whole suite's exit status also covers timingScenario, so it is
+	// not read: each scenario's line is, against the baseline.
+	out, _, runErr := c.run(ctx, "--suite", "all")
+	ran := map[string]bool{timingScenario: true}
+	for _, m := range scenarioLine.FindAllSubmatch(out, -1) {
+		name, ok := string(m[2]), string(m[1]) == "✓"
+		ran[name] = true
+		if name == timingScenario {
+			continue // judged alone, above
+		}
+		switch listed := slices.Contains(c.baseline, name); {
+		case ok && listed:
+			t.Errorf("%s passes but is in baseline.yml: remove it", name)
+		case !ok && !listed:
+			t.Errorf("%s: a new failure (not in baseline.yml)", name)
+		case ok:
+			c.add(name, m[3], m[4], m[5])
+		}
+	}
+	for _, s := range want {
+		if !ran[s] {
+			t.Errorf("%s did not run", s)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("the whole suite (exit %v):\n%s", runErr, out)
+	}
 }
 
-// TestUnexpected reads the scenario list from the suite's own summary, as
-// 0.1.16 prints it (colour codes included).
-func TestUnexpected(t *testing.T) {
-	out := []byte("Total: 359 passed, 0 failed, 1 warnings\n\n\x1b[31mUnexpected failures (not in baseline):\x1b[0m\n  \u2717 sse-retry\n  \u2717 auth/basic-cimd\n\n\x1b[31mUnexpected failures detected: these scenarios are not in your expected-failures baseline.\x1b[0m\n")
-	if got := unexpected(out); !slices.Equal(got, []string{"sse-retry", "auth/basic-cimd"}) {
-		t.Fatalf("unexpected = %q", got)
+func (c *clientRun) add(scenario string, passed, failed, warned []byte) {
+	c.passed = append(c.passed, scenario)
+	c.checks, c.failed, c.warned = c.checks+atoi(passed), c.failed+atoi(failed), c.warned+atoi(warned)
+}
+
+// run runs the suite's client mode against the adapter with args, its
+// results in a directory of their own.
+func (c *clientRun) run(ctx context.Context, args ...string) (out []byte, dir string, err error) {
+	dir, err = os.MkdirTemp(c.results, "run")
+	if err != nil {
+		return nil, "", err
 	}
-	if got := unexpected([]byte("Total: 360 passed, 0 failed\n")); got != nil {
-		t.Fatalf("a clean summary: %q", got)
+	cmd := exec.CommandContext(ctx, c.node, append([]string{c.suite, "client", "--command", c.adapter + " -timeout " + adapterTimeout,
+		"--timeout", suiteTimeout, "-o", dir}, args...)...)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err = cmd.Run()
+	return b.Bytes(), dir, err
+}
+
+// readBaseline returns the client entries of baseline.yml ("client:"
+// then "  - name" lines, or "client: []").
+func readBaseline() ([]string, error) {
+	data, err := os.ReadFile("baseline.yml")
+	if err != nil {
+		return nil, err
 	}
+	var names []string
+	in := false
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#"):
+		case strings.HasPrefix(line, "client:"):
+			in = true
+			if rest := strings.TrimSpace(strings.TrimPrefix(line, "client:")); rest != "" && rest != "[]" {
+				return nil, fmt.Errorf("baseline.yml: %q: want a list of \"  - name\" lines, or []", line)
+			}
+		case in && strings.HasPrefix(strings.TrimSpace(line), "- "):
+			names = append(names, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "- ")))
+		default:
+			in = false
+		}
+	}
+	return names, nil
+}
+
+func atoi(b []byte) int {
+	n, _ := strconv.Atoi(string(b))
+	return n
+}
+
+// onlySlightlyLate reports whether the one result of timingScenario in dir
+// has no failure and no warning but the timing check's, and that one
+// "slightly late", not "too early" or "very late" (those are failures).
+func onlySlightlyLate(dir string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, timingScenario+"-*", "checks.json"))
+	if err != nil || len(files) != 1 {
+		return false, fmt.Errorf("want one result of %s in %s, got %v (%v)", timingScenario, dir, files, err)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		return false, err
+	}
+	var checks []struct {
+		ID, Status string
+		Details    struct{ SlightlyLate bool }
+	}
+	if err := json.Unmarshal(data, &checks); err != nil {
+		return false, fmt.Errorf("%s: %w", files[0], err)
+	}
+	late := false
+	for _, ch := range checks {
+		switch {
+		case ch.Status != "FAILURE" && ch.Status != "WARNING":
+		case ch.ID == timingCheck && ch.Status == "WARNING" && ch.Details.SlightlyLate:
+			late = true
+		default:
+			return false, nil
+		}
+	}
+	return late, nil
+}
+
+// burnCPU starts n processes that spin until the test ends, when they are
+// killed and reaped.
+func burnCPU(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting a CPU burner: %v", err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+}
+
+// scenarios is the suite's own list (`list`) of the scenarios under the
+// heading section ("Server scenarios" or "Client scenarios"), sorted, so
+// that a scenario a run skipped is noticed.
+func scenarios(ctx context.Context, node, suite, section string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, node, suite, "list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("the suite's list: %w", err)
+	}
+	_, rest, ok := bytes.Cut(out, []byte(section))
+	if !ok {
+		return nil, fmt.Errorf("no %q in the suite's list:\n%s", section, out)
+	}
+	rest, _, _ = bytes.Cut(rest, []byte("\n\n"))
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+- (\S+) \[`).FindAllSubmatch(rest, -1) {
+		names = append(names, string(m[1]))
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no %s in the suite's list:\n%s", section, out)
+	}
+	slices.Sort(names)
+	return names, nil
 }

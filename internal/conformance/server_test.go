@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
-	"github.com/switchboard-run/switchboard/internal/proctest"
 	"github.com/switchboard-run/switchboard/internal/testbin"
 )
 
@@ -22,9 +22,10 @@ var switchboardBin, moduleRoot string
 
 func TestMain(m *testing.M) { testbin.Main{Bin: &switchboardBin, Root: &moduleRoot}.Run(m) }
 
-// knownWarnings are the suite's warnings that an agent still gets, by
-// scenario and check id, and why. The test fails on any other warning, and
-// on one listed here that no longer comes, so that the list only shrinks.
+// knownWarnings are the suite's warnings that the fixture agent still
+// gets, by scenario and check id, and why. The test fails on any other
+// warning, and on one listed here that no longer comes, so that the list
+// only shrinks.
 var knownWarnings = map[string]map[string]string{
 	"server-sse-polling": {
 		// The scenario connects with the TypeScript SDK (which negotiates
@@ -34,58 +35,95 @@ var knownWarnings = map[string]map[string]string{
 		// like the TypeScript and Python SDKs, sends them only to requests
 		// of 2025-11-25 or later, because older clients fail on an event
 		// with empty data. The suite fixed its probes to send 2025-11-25
-		// (modelcontextprotocol/conformance#366), in 0.2.0 alphas only.
-		// With that header the agent's POST streams do open with a priming
-		// event, an id and retry: 500 (checked below, against the same
-		// process).
+		// (modelcontextprotocol/conformance#366), in 0.2.0 alphas only:
+		// TestServerSSEPollingNext runs that fixed scenario, 3 of 3 checks
+		// with no warning. With the right header the agent's POST streams
+		// do open with a priming event, an id and retry: 500 (checked
+		// below, against the same process).
 		"server-sse-priming-event": "the probe says 2025-03-26, before priming events",
 		"server-sse-retry-field":   "the probe says 2025-03-26, before priming events",
-		// The scenario calls test_reconnection, a tool of the suite's test
-		// server that closes its stream mid-call; no agent has it, so the
-		// answer on the stream is "unknown tool", which the scenario then
-		// looks for, in vain, on a resumed stream.
-		"server-sse-disconnect-resume": "test_reconnection is the suite's tool; no agent has it",
 	},
 }
 
-// TestServerConformance runs the suite's server scenarios against a real
-// `switchboard agent serve` (packrat, resumable streams on) with
-// server-baseline.yml as the expected failures: the suite fails on a new
-// failure and on a baseline entry that now passes, and this test also on a
-// warning that knownWarnings does not explain.
+// TestServerConformance runs every server scenario of the suite against
+// the fixture agent (testdata/project: the suite's own tools, resources,
+// templates, prompts, completion and subscriptions), served by a real
+// `switchboard agent serve` and through a real studio (`switchboard up`,
+// /api/agents/conformance/mcp), with server-baseline.yml as the expected
+// failures: the suite fails on a new failure and on a baseline entry that
+// now passes, and this test also on a warning that knownWarnings does not
+// explain, and when a scenario of the suite did not run.
 func TestServerConformance(t *testing.T) {
 	node, suite := needSuite(t)
-	p := proctest.StartProcess(t, t.TempDir(), []string{"SWITCHBOARD_RESUMABLE_STREAMS=1"}, 30*time.Second, "switchboard agent ",
-		switchboardBin, "agent", "serve", "--agent", filepath.Join(moduleRoot, "agents", "packrat"), "--data-dir", t.TempDir())
-	_, url, ok := strings.Cut(p.Ready, " listening on ")
-	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("ready line %q", p.Ready)
+	for _, target := range []struct {
+		name string
+		url  func(*testing.T) string
+	}{
+		{"agent serve", serveAgent},
+		{"studio", upStudio},
+	} {
+		t.Run(target.name, func(t *testing.T) {
+			url := target.url(t)
+			runServerSuite(t, node, suite, url)
+			for _, era := range []string{"2025-11-25", ""} {
+				checkSubscription(t, url, era)
+			}
+			// What server-sse-polling's probes would see with the right
+			// header: the agent's POST streams are resumable.
+			c := &mcphttptest.Client{URL: url}
+			sid, err := c.Open(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := c.Call(t.Context(), sid, 7, "tools/list", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := bytes.Cut(r.Body, []byte("\n\n"))
+			if f := strings.Split(string(first), "\n"); len(f) < 4 || f[0] != "event: prime" || !strings.HasPrefix(f[1], "id: ") || f[2] != "retry: 500" || f[3] != "data: " && f[3] != "data:" {
+				t.Errorf("a 2025-11-25 POST stream opens with %q, want a priming event with an id, retry: 500 and empty data", first)
+			}
+		})
 	}
+}
 
+// runServerSuite runs the suite's server mode, every scenario, against url
+// and checks its verdict, its scenario count and its warnings.
+func runServerSuite(t *testing.T, node, suite, url string) {
+	t.Helper()
+	want, err := scenarios(t.Context(), node, suite, "Server scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
 	results := t.TempDir()
 	// Each scenario has its own timeout in the suite; this bounds the run.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--suite", "all", "--expected-failures", "server-baseline.yml", "-o", results)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	runErr := cmd.Run()
 	lines := regexp.MustCompile(`(?m)^([✓✗]) (\S+): \d+ passed, \d+ failed`).FindAllSubmatch(out.Bytes(), -1)
+	var ran []string
 	passed := 0
 	for _, l := range lines {
+		ran = append(ran, string(l[2]))
 		if string(l[1]) == "✓" {
 			passed++
 		}
 	}
-	t.Logf("server scenarios against agent serve (packrat): %d of %d passed; %s", passed, len(lines), regexp.MustCompile(`(?m)^Total: .*$`).Find(out.Bytes()))
-	if err != nil {
-		t.Fatalf("conformance suite against agent serve: %v (a new failure, or a baseline entry that now passes: update server-baseline.yml)\n%s", err, out.Bytes())
+	if runErr != nil {
+		t.Fatalf("conformance suite against %s: %v (a new failure, or a baseline entry that now passes: update server-baseline.yml)\n%s", url, runErr, out.Bytes())
 	}
-	if len(lines) == 0 {
-		t.Fatalf("no scenario results in the suite's output:\n%s", out.Bytes())
+	slices.Sort(ran)
+	if !slices.Equal(ran, want) {
+		t.Fatalf("the suite ran scenarios %v, want every server scenario it lists: %v\n%s", ran, want, out.Bytes())
 	}
 
 	got := warnings(t, results)
+	// A scenario that only warned has a ✓ line but counts against the
+	// baseline: it is not counted as passed.
+	t.Logf("server scenarios against %s: %d of %d ran, %d passed without a warning, baselined: %v; %s", url, len(lines), len(want), passed-len(got), slices.Sorted(maps.Keys(got)), regexp.MustCompile(`(?m)^Total: .*$`).Find(out.Bytes()))
 	for scenario, checks := range got {
 		for id, msg := range checks {
 			if _, known := knownWarnings[scenario][id]; !known {
@@ -99,22 +137,6 @@ func TestServerConformance(t *testing.T) {
 				t.Errorf("%s: the known warning %s (%s) no longer comes: remove it from knownWarnings", scenario, id, why)
 			}
 		}
-	}
-
-	// What server-sse-polling's probes would see with the right header:
-	// the agent's POST streams are resumable.
-	c := &mcphttptest.Client{URL: url}
-	sid, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.Call(ctx, sid, 7, "tools/list", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := bytes.Cut(r.Body, []byte("\n\n"))
-	if f := strings.Split(string(first), "\n"); len(f) < 4 || f[0] != "event: prime" || !strings.HasPrefix(f[1], "id: ") || f[2] != "retry: 500" || f[3] != "data: " && f[3] != "data:" {
-		t.Errorf("a 2025-11-25 POST stream opens with %q, want a priming event with an id, retry: 500 and empty data", first)
 	}
 }
 

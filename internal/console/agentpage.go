@@ -46,13 +46,13 @@ func (s *Console) AgentDetail(ctx context.Context, name string) (studioapi.Agent
 	d.History = m.History()
 	d.ToolSchemas = []studioapi.ToolInfo{}
 	var wg sync.WaitGroup
-	if st.State == studioapi.StateRunning && st.Upstream != nil {
+	if st.Routable() {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, listToolsTimeout)
 			defer cancel()
-			tools, err := s.Pool.ListTools(ctx, &pool.Server{Name: name, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
+			tools, err := s.Pool.ListTools(ctx, &pool.Server{Name: name, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125, Headers: s.Headers[name]})
 			if err != nil {
-				d.ToolsError = err.Error()
+				d.ToolsError = s.scrub(err.Error())
 				return
 			}
 			for _, t := range tools {
@@ -89,7 +89,11 @@ func (s *Console) agentVersion(name string) string {
 	m := s.Procs[name]
 	st := m.Status()
 	_, lines := s.Logs.Tail(name)
-	return fmt.Sprintf("%s.%d.%d.%d.%d", st.State, st.PID, st.Restarts, len(m.History()), lines)
+	v := fmt.Sprintf("%s.%d.%d.%d.%d", st.State, st.PID, st.Restarts, len(m.History()), lines)
+	if r := st.Remote; r != nil {
+		v += fmt.Sprintf(".%t.%s.%s", r.Reachable, r.Error, r.Metrics)
+	}
+	return v
 }
 
 // checkMutation admits a state-changing request only from a client that is
@@ -120,6 +124,27 @@ func checkMutation(r *http.Request) (int, error) {
 	return 0, nil
 }
 
+// readJSON checks a state-changing request (checkMutation) and reads its
+// body, one JSON object of at most maxActionBody bytes with no unknown
+// member, into v. fields names what the body holds, for the error. It
+// answers the request itself when it returns false.
+func readJSON(w http.ResponseWriter, r *http.Request, v any, fields string) bool {
+	if code, err := checkMutation(r); err != nil {
+		if code == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", "POST")
+		}
+		mcphttp.WriteJSONError(w, code, err.Error())
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		mcphttp.WriteJSONError(w, http.StatusBadRequest, fmt.Sprintf("the body of %s must be a JSON object (%s): %v", r.URL.Path, fields, err))
+		return false
+	}
+	return true
+}
+
 // actionRequest is the body of a POST to an agent's action.
 type actionRequest struct {
 	Reason    string          `json:"reason"`
@@ -128,18 +153,8 @@ type actionRequest struct {
 }
 
 func (s *Console) serveAgentAction(w http.ResponseWriter, r *http.Request, name, action string) {
-	if code, err := checkMutation(r); err != nil {
-		if code == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", "POST")
-		}
-		mcphttp.WriteJSONError(w, code, err.Error())
-		return
-	}
 	var req actionRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		mcphttp.WriteJSONError(w, http.StatusBadRequest, fmt.Sprintf("the body of %s must be a JSON object (reason, tool, arguments): %v", r.URL.Path, err))
+	if !readJSON(w, r, &req, "reason, tool, arguments") {
 		return
 	}
 	reason := strings.TrimSpace(req.Reason)
@@ -160,7 +175,7 @@ func (s *Console) serveAgentAction(w http.ResponseWriter, r *http.Request, name,
 		return
 	}
 	switch {
-	case errors.Is(err, supervisor.ErrNoProcess), errors.Is(err, supervisor.ErrNotStopped):
+	case errors.Is(err, supervisor.ErrNoProcess), errors.Is(err, supervisor.ErrNotStopped), errors.Is(err, supervisor.ErrNotSupervised):
 		mcphttp.WriteJSONError(w, http.StatusConflict, fmt.Sprintf("cannot %s agent %s: %v", action, name, err))
 		return
 	case err != nil:

@@ -41,8 +41,13 @@ func (s *Console) agentInfos() ([]studioapi.AgentInfo, []supervisor.Status) {
 			Tools:       []string{},
 			LastError:   st.LastErr,
 			LastExit:    st.LastExit,
+			Model:       s.model(name),
 		})
 		info := &out[len(out)-1]
+		if st.Remote != nil {
+			r := *st.Remote
+			info.Remote = &r
+		}
 		if st.LastErr != "" && !st.LastErrAt.IsZero() {
 			at := st.LastErrAt
 			info.LastErrorAt = &at
@@ -58,14 +63,25 @@ func (s *Console) agentInfos() ([]studioapi.AgentInfo, []supervisor.Status) {
 	return out, sts
 }
 
-// ListAgents is Agents with each running agent's tools, listed through the
+// model is a copy of name's Models entry, so that no listing's reader can
+// change what the next one shows; nil without one.
+func (s *Console) model(name string) *studioapi.AgentModel {
+	m, ok := s.Models[name]
+	if !ok || m == nil {
+		return nil
+	}
+	c := *m
+	return &c
+}
+
+// ListAgents is Agents with each running (or remote) agent's tools, listed through the
 // studio's pool (cached there for a minute), concurrently and each bounded by
 // listToolsTimeout.
 func (s *Console) ListAgents(ctx context.Context) []studioapi.AgentInfo {
 	infos, sts := s.agentInfos()
 	var wg sync.WaitGroup
 	for i, st := range sts {
-		if st.State != studioapi.StateRunning || st.Upstream == nil {
+		if !st.Routable() {
 			continue
 		}
 		wg.Go(func() {
@@ -77,9 +93,10 @@ func (s *Console) ListAgents(ctx context.Context) []studioapi.AgentInfo {
 				Name:            infos[i].Name,
 				URL:             st.Upstream.String(),
 				ProtocolVersion: pool.Protocol20251125,
+				Headers:         s.Headers[infos[i].Name],
 			})
 			if err != nil {
-				infos[i].ToolsError = err.Error()
+				infos[i].ToolsError = s.scrub(err.Error())
 				return
 			}
 			for _, t := range tools {
@@ -90,6 +107,16 @@ func (s *Console) ListAgents(ctx context.Context) []studioapi.AgentInfo {
 	}
 	wg.Wait()
 	return infos
+}
+
+// scrub redacts the studio's secrets from text the listing shows: an
+// error naming an agent's URL may carry a remote agent's token in its
+// query.
+func (s *Console) scrub(text string) string {
+	if s.Scrub == nil {
+		return text
+	}
+	return s.Scrub.String(text)
 }
 
 // ServeAgents answers GET /api/agents.

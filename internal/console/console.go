@@ -13,6 +13,15 @@
 //	POST /api/agents/<name>/stop      stop it           } same origin; and the token
 //	POST /api/agents/<name>/start     start it again    } in token mode, as all /api/
 //	POST /api/agents/<name>/call      call a tool through the proxy
+//	GET  /api/agents/<name>/runs[/<id>]       the agent's run journal (journal.go)
+//	POST /api/agents/<name>/runs/<id>/resume  resume a run of it           } checkMutation too
+//	POST /api/agents/<name>/ask       start a task from the page   } checkMutation too (ask.go)
+//	POST /api/runs/<id>/rerun         the same task again          }
+//	GET  /api/asks/<id>[/events]      an ask so far; its server-sent events
+//	POST /api/asks/<id>/elicit        the person's answer to an elicitation } checkMutation
+//	GET  /api/agents/<name>/servers[/<server>[/rpc]]  the inspector (inspector.go)
+//	POST /api/agents/<name>/servers/<server>/{read,prompt}  resources/read, prompts/get } checkMutation
+//	GET  /login, POST /login, POST /logout  sign-in in token mode (auth.go)
 //
 // It renders what package observe recorded and what the supervisor says;
 // it records nothing itself. Routing, the gate in front (Host, Origin,
@@ -39,9 +48,10 @@ import (
 type Options struct {
 	// URL is the studio's base URL.
 	URL string
-	// Names are the agents, sorted; Procs their supervisors, by name.
+	// Names are the agents, sorted; Procs their supervisors (or, for an
+	// agent on another host, what stands in for one), by name.
 	Names []string
-	Procs map[string]*supervisor.Agent
+	Procs map[string]supervisor.Member
 	// Token is the studio's bearer token, sent by the tool calls made from
 	// the page; "" without one.
 	Token string
@@ -62,11 +72,23 @@ type Options struct {
 	// Auth is the sign-in state of the agents' OAuth servers, for the
 	// fleet page's Sign-in section; nil: the section is left out.
 	Auth func() authstate.Report
+	// Models is the model each agent runs, by name, for the agent
+	// listing; an agent missing from it is listed without one.
+	Models map[string]*studioapi.AgentModel
+	// Headers, by agent name, are sent with the tools/list made straight
+	// to an agent's address (a remote agent's bearer token); optional.
+	Headers map[string]map[string]string
+	// HTTP reads the agents' run journals at their addresses (journal.go);
+	// default http.DefaultClient.
+	HTTP *http.Client
 }
 
 // Console serves the pages and their API.
 type Console struct {
 	Options
+	asks     asks     // the asks started from the page (ask.go)
+	sessions sessions // the page's sign-ins in token mode (auth.go)
+	rpc      rpcLog   // the inspector's recent requests (inspector.go)
 }
 
 // New returns the console of o.
@@ -101,6 +123,14 @@ func (s *Console) ServeAPI(w http.ResponseWriter, r *http.Request, path string) 
 		getIs("lists the most recent delegations", func() { s.serveDelegations(w, r) })
 		return true
 	}
+	if rest, ok := strings.CutPrefix(path, "/api/asks/"); ok {
+		s.serveAsks(w, r, rest)
+		return true
+	}
+	if id, ok := strings.CutSuffix(strings.TrimPrefix(path, "/api/runs/"), "/rerun"); ok && strings.HasPrefix(path, "/api/runs/") && ValidName(id) {
+		s.serveRerun(w, r, id)
+		return true
+	}
 	if path == "/api/runs" {
 		get(func() { s.serveRuns(w, r) })
 		return true
@@ -120,7 +150,9 @@ func (s *Console) ServeAPI(w http.ResponseWriter, r *http.Request, path string) 
 	name, action, slash := strings.Cut(rest, "/")
 	switch {
 	case !slash: // /api/agents/<name>: the agent's page data
-	case action == "restart", action == "stop", action == "start", action == "call":
+	case action == "restart", action == "stop", action == "start", action == "call", action == "ask":
+	case action == "runs", strings.HasPrefix(action, "runs/"):
+	case action == "servers", strings.HasPrefix(action, "servers/"):
 	default:
 		// The MCP route, or a 404 there: "/api/agents/<name>/" included,
 		// as every route here is matched exactly.
@@ -135,6 +167,18 @@ func (s *Console) ServeAPI(w http.ResponseWriter, r *http.Request, path string) 
 			d, _ := s.AgentDetail(r.Context(), name)
 			mcphttp.WriteJSON(w, http.StatusOK, d)
 		})
+		return true
+	}
+	if action == "ask" {
+		s.serveStartAsk(w, r, name)
+		return true
+	}
+	if rest, ok := strings.CutPrefix(action, "servers"); ok {
+		s.serveInspector(w, r, name, rest)
+		return true
+	}
+	if rest, ok := strings.CutPrefix(action, "runs"); ok {
+		s.serveJournal(w, r, name, rest)
 		return true
 	}
 	s.serveAgentAction(w, r, name, action)

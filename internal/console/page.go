@@ -88,7 +88,7 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 	"list": func(v ...string) []string { return v },
 	"zero": zeroPool,
 	"auth": authstate.Describe,
-}).ParseFS(pageFS, "page/*.html"))
+}).Funcs(usageFuncs).ParseFS(pageFS, "page/*.html"))
 
 // Overview gathers the agents (with their tools), the pools and the recent
 // delegations.
@@ -111,6 +111,8 @@ type fleetPage struct {
 	Filter observe.RunFilter
 	Names  []string
 	Query  string // the filter as a query string, for the next page's link
+	// TokenMode: the studio has a token, so the ask box offers to sign out.
+	TokenMode bool
 }
 
 // runPage is the template data of /runs/<id>.
@@ -124,6 +126,11 @@ type runPage struct {
 	// Prev and Next are the ?from= of the neighbouring pages of hops, -1
 	// when there is none.
 	Prev, Next int
+	// Journal is the run in its agent's journal, when it holds it
+	// (journal.go); Resumes are the attempts of the run's ask that went
+	// on from it.
+	Journal *studioapi.JournalRun
+	Resumes []resumedAttempt
 }
 
 // waterfallRow is one hop's bar: x and widths in the SVG's 0..1000 units.
@@ -135,6 +142,7 @@ type waterfallRow struct {
 	ArgumentsIndented   string
 	ResultIndented      string
 	FromLabel, Duration string
+	Spans               []span // runs.go: the ask's model steps and unproxied calls
 }
 
 type tick struct {
@@ -149,6 +157,14 @@ type agentPage struct {
 	ETag string
 	studioapi.AgentDetail
 	Runs studioapi.RunList
+	// Journal is the agent's journaled runs (journal.go); JournalError
+	// why they could not be read.
+	Journal      studioapi.JournalRuns
+	JournalError string
+	TokenMode    bool // the ask box offers to sign out
+	// Servers are the servers its tools/mcp.json names, each linked to
+	// its inspector (inspector.go).
+	Servers []InspectServer
 }
 
 // ServePage serves the pages: /, /runs, /runs/<id> and /agents/<name>.
@@ -163,6 +179,7 @@ func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 	var name string
 	var data any
 	var etag string
+	var err error
 	switch {
 	case path == "/" || path == "/runs":
 		f, err := runFilterFrom(r)
@@ -183,7 +200,7 @@ func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		q.Del("fragment")
 		q.Del("before")
-		data = fleetPage{Overview: s.Overview(r.Context()), Auth: auth, ETag: etag, Runs: s.Runs.Page(f), Filter: f, Names: s.Names, Query: q.Encode()}
+		data = fleetPage{Overview: s.Overview(r.Context()), Auth: auth, ETag: etag, Runs: s.Runs.Page(f), Filter: f, Names: s.Names, Query: q.Encode(), TokenMode: s.Token != ""}
 		name = "index"
 	case strings.HasPrefix(path, "/runs/"):
 		id := strings.TrimPrefix(path, "/runs/")
@@ -203,8 +220,29 @@ func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 		}
 		p := newRunPage(s.URL, run)
 		p.ETag = etag
+		if _, known := s.Procs[run.Agent]; known {
+			if jr, err := s.JournalRun(r.Context(), run.Agent, run.ID); err == nil {
+				p.Journal = &jr
+			}
+		}
 		data = p
 		name = "run"
+	case strings.HasPrefix(path, "/agents/") && strings.Contains(path, "/servers/"):
+		agent, server, ok := inspectorPagePath(path)
+		if _, known := s.Procs[agent]; !ok || !known || !ValidName(agent) {
+			s.pageNotFound(w, fmt.Sprintf("no agent %q; known agents: %s", agent, strings.Join(s.Names, ", ")))
+			return
+		}
+		in, err := s.inspect(agent, server)
+		if err != nil {
+			s.pageNotFound(w, err.Error())
+			return
+		}
+		// Every view lists afresh (the pool caches tools/list for a
+		// minute): nothing to compare an ETag with.
+		etag = fmt.Sprintf(`"inspector-%d"`, time.Now().UnixNano())
+		data = inspectorPage{URL: s.URL, Time: time.Now(), Inspection: in.Inspect(r.Context())}
+		name = "inspector"
 	case strings.HasPrefix(path, "/agents/"):
 		agent := strings.TrimPrefix(path, "/agents/")
 		if _, ok := s.Procs[agent]; !ok || !ValidName(agent) {
@@ -216,7 +254,11 @@ func (s *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d, _ := s.AgentDetail(r.Context(), agent)
-		data = agentPage{URL: s.URL, Time: time.Now(), ETag: etag, AgentDetail: d, Runs: s.Runs.Page(observe.RunFilter{Agent: agent, Limit: 10})}
+		ap := agentPage{URL: s.URL, Time: time.Now(), ETag: etag, AgentDetail: d, Runs: s.Runs.Page(observe.RunFilter{Agent: agent, Limit: 10}), TokenMode: s.Token != "", Servers: s.InspectServers(agent)}
+		if ap.Journal, err = s.JournalRuns(r.Context(), agent, "limit=20"); err != nil {
+			ap.JournalError = err.Error()
+		}
+		data = ap
 		name = "agent"
 	default:
 		NotFound(w, path)
@@ -313,6 +355,7 @@ func newRunPage(url string, run studioapi.Run) runPage {
 		if h.HeldMS > 0 {
 			row.HeldX, row.HeldW = row.X, min(h.HeldMS*scale, row.W)
 		}
+		row.Spans = hopSpans(h, run.Start, scale)
 		row.ArgumentsIndented = indentJSON(h.Arguments)
 		row.ResultIndented = indentJSON(h.Result)
 		row.FromLabel = h.From
@@ -325,6 +368,7 @@ func newRunPage(url string, run studioapi.Run) runPage {
 		}
 		p.Rows = append(p.Rows, row)
 	}
+	p.Resumes = resumedAttempts(run.HopsFrom, run.Hops)
 	for i := 0; i <= 4; i++ {
 		p.Ticks = append(p.Ticks, tick{X: float64(i) * 250, Label: fmtMS(total * float64(i) / 4)})
 	}
@@ -342,7 +386,7 @@ var staticFS = func() http.Handler {
 // ServeStatic serves the page's script and style sheet (not its templates).
 func (s *Console) ServeStatic(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/static/")
-	if name != "studio.css" && name != "studio.js" {
+	if name != "studio.css" && name != "studio.js" && name != "ask.js" && name != "inspector.js" {
 		NotFound(w, r.URL.EscapedPath())
 		return
 	}

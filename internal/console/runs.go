@@ -2,13 +2,16 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
 	"github.com/switchboard-run/switchboard/internal/observe"
+	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
 // runFilterFrom reads the run list's query parameters.
@@ -81,4 +84,90 @@ func indentJSON(s string) string {
 		return s
 	}
 	return buf.String()
+}
+
+// span is one bar beside a hop's in the waterfall: a model step of its
+// ask's turn, or a tool call the turn reported that the proxy did not see
+// (to a server the agent's tools/mcp.json names). X and W are in the
+// SVG's 0..1000 units, like the hop's.
+type span struct {
+	Kind     string // "step" or "call"
+	Indent   int    // one below its hop's
+	Key      string // the <details> key the live refresh keeps open
+	Label    string // "model step 2", or "fetch.get"
+	Badge    string
+	Tone     string
+	Marks    []spanMark
+	X, W     float64
+	Duration string
+	// What the click opens: the step's tokens, finish reason and chosen
+	// tools, or the call's message.
+	Usage        studioapi.Usage
+	RequestBytes int
+	FinishReason string
+	ToolCalls    []string
+	ToolsLeft    int
+	Message      string
+}
+
+// spanMark is a mark on a span's bar, with what it means.
+type spanMark struct{ Text, Title string }
+
+// hopSpans are the spans of hop h (an ask's steps and its unproxied
+// calls), placed on the run's axis: start is the run's start, scale the
+// SVG units per millisecond. A span without a start (an older agent's
+// step_usage) has no bar.
+func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
+	place := func(sp *span, at time.Time, ms float64) {
+		sp.Duration = fmtMS(ms)
+		if at.IsZero() {
+			return
+		}
+		sp.X = min(max(float64(at.Sub(start))/float64(time.Millisecond)*scale, 0), 998)
+		sp.W = min(max(ms*scale, 2), 1000-sp.X)
+	}
+	var out []span
+	defer func() {
+		for i := range out {
+			out[i].Indent = min(h.Depth+1, 6)
+		}
+	}()
+	for _, st := range h.StepUsage {
+		sp := span{Kind: "step", Key: fmt.Sprintf("hop-%d-step-%d", h.ID, st.Step), Label: fmt.Sprintf("model step %d", st.Step),
+			Badge: cmp.Or(st.FinishReason, "no answer"), Tone: "model", Usage: st.Usage, RequestBytes: st.RequestBytes,
+			FinishReason: st.FinishReason, ToolCalls: st.ToolCalls, ToolsLeft: st.ToolCallsLeft}
+		if st.FinishReason == "length" || st.FinishReason == "content_filter" {
+			sp.Tone = "notanswered"
+		}
+		if st.Attempts > 1 {
+			sp.Marks = append(sp.Marks, spanMark{fmt.Sprintf("%d attempts", st.Attempts), "the request was sent again after a failure that passes"})
+		}
+		if st.Trimmed > 0 {
+			sp.Marks = append(sp.Marks, spanMark{fmt.Sprintf("%d results trimmed", st.Trimmed), "earlier tool results were left out of the request to fit the model's context"})
+		}
+		if st.Replayed {
+			sp.Marks = append(sp.Marks, spanMark{"replayed", "answered from the run's journal on resume, not asked again"})
+		}
+		place(&sp, st.Start, st.DurationMS)
+		out = append(out, sp)
+	}
+	for i, c := range h.Calls {
+		if c.Proxied {
+			continue // a hop of its own
+		}
+		sp := span{Kind: "call", Key: fmt.Sprintf("hop-%d-call-%d", h.ID, i), Label: c.Server + "." + c.Tool, Message: c.Message}
+		sp.Badge, sp.Tone = observe.CallBadge(c)
+		if c.RepairedFrom != "" {
+			sp.Marks = append(sp.Marks, spanMark{"repaired", "the model wrote " + c.RepairedFrom + "; the agent routed it to this tool"})
+		}
+		if c.Retried {
+			sp.Marks = append(sp.Marks, spanMark{"retried", "the pool re-initialized the server's session and sent the call once more"})
+		}
+		if c.Replayed {
+			sp.Marks = append(sp.Marks, spanMark{"replayed", "the server answered from its record of an earlier send; the tool ran once"})
+		}
+		place(&sp, c.Start, c.DurationMS)
+		out = append(out, sp)
+	}
+	return out
 }

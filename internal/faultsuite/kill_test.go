@@ -79,18 +79,19 @@ func agentSIGKILL(t *testing.T, p profile) Row {
 	restarts := s.Agents()[0].Restarts
 	return ty.finish(func(id string) int64 { return counts[id] }, func(r *Row, st pool.Stats) string {
 		c502, c503 := "502 from the studio", "503 from the studio"
+		cut := r.cause("outcome_unknown", c502) + r.cause("outcome_unknown", "outcome unknown from the studio")
 		sibling := r.cause("outcome_unknown", "another call's 404")
 		redial := r.cause("transport", c503) + r.cause("session_expired", c503)
-		if other := r.Answered() - r.FirstTime - r.Recovered - r.cause("outcome_unknown", c502) - r.cause("outcome_unknown", c503) - sibling - redial; other != 0 {
+		if other := r.Answered() - r.FirstTime - r.Recovered - cut - r.cause("outcome_unknown", c503) - sibling - redial; other != 0 {
 			t.Errorf("%d errors other than the studio's 502 and 503 and calls retired by another call's 404: %v", other, r.Causes)
 		}
 		did := fmt.Sprintf("the studio restarted packrat after each kill (%d restarts). ", restarts)
 		if st.KeyedCalls > 0 {
 			// packrat advertises idempotency (docs/IDEMPOTENCY.md).
 			did += fmt.Sprintf("Packrat advertises idempotency, so every call carried a key, and the calls cut off at a kill (the studio's 502) were sent again with it (%d keyed resends): %d were answered from the record packrat had committed with the note, the others ran for the first time; %d came back outcome_unknown",
-				st.KeyedRetries, st.Replays, r.cause("outcome_unknown", c502))
+				st.KeyedRetries, st.Replays, cut)
 		} else {
-			did += fmt.Sprintf("The calls in flight at a kill came back outcome_unknown (%d cut off, the studio's 502), never replayed", r.cause("outcome_unknown", c502))
+			did += fmt.Sprintf("The calls in flight at a kill came back outcome_unknown (%d cut off, the studio's 502), never replayed", cut)
 		}
 		did += ". The calls sent after a kill were held by the studio (a refused connect proves nothing was sent; a restarting agent is waited for) and forwarded to the new process"
 		if n := r.cause("outcome_unknown", c503); n > 0 {

@@ -129,9 +129,14 @@ func memoryCeiling(t *testing.T, p profile) Limit {
 	const (
 		// Long enough that a loaded machine dials every key (under -race,
 		// beside other tests) before the first ones go idle.
-		idle       = 5 * time.Second
-		margin     = 1 << 20 // bytes the heap may keep, all told
-		goroutines = 10      // the goroutines it may keep
+		idle = 5 * time.Second
+		// Bytes the heap may keep, all told. Measured residue at 1,000
+		// keys: 1.02 MB at a82297b, 1.06 MB after the issue 24 and 27
+		// merges (2026-12-02), which failed a 1 MiB margin with nothing
+		// leaking per key: a session kept per key would leave its
+		// 14 KiB, 14 MB in all, far past this.
+		margin     = 2 << 20
+		goroutines = 10 // the goroutines it may keep
 	)
 	var servers []*mcptest.Server
 	for range 3 {

@@ -36,17 +36,20 @@ func writeTableIfAsked(code int) error {
 // The rows, in the order the subtests of TestFaults and TestLimits record
 // them.
 var (
-	rows   suitetable.Rows[Row]
-	limits suitetable.Rows[Limit]
+	rows      suitetable.Rows[Row]
+	limits    suitetable.Rows[Limit]
+	modelRows suitetable.Rows[ModelRow]
 )
 
-func record(r Row)        { rows.Add(r) }
-func recordLimit(l Limit) { limits.Add(l) }
+func record(r Row)           { rows.Add(r) }
+func recordLimit(l Limit)    { limits.Add(l) }
+func recordModel(r ModelRow) { modelRows.Add(r) }
 
 func writeTable(path string) error {
 	return suitetable.WriteFile(path, struct {
-		Profile string  `json:"profile"`
-		Rows    []Row   `json:"rows"`
-		Limits  []Limit `json:"limits"`
-	}{profileName(), rows.All(), limits.All()})
+		Profile   string     `json:"profile"`
+		Rows      []Row      `json:"rows"`
+		Limits    []Limit    `json:"limits"`
+		ModelRows []ModelRow `json:"model_rows"`
+	}{profileName(), rows.All(), limits.All(), modelRows.All()})
 }

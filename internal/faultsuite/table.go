@@ -130,6 +130,7 @@ var causes = []struct{ match, name string }{
 	// The status an intermediary answered comes first: the studio's 502
 	// carries, in its own words, why the agent did not answer ("connection
 	// reset"), which is the agent's failure as the studio saw it.
+	{"it may have run, and its outcome is unknown", "outcome unknown from the studio"},
 	{"[HTTP 502", "502 from the studio"},
 	{"[HTTP 503", "503 from the studio"},
 	{"connection refused", "connection refused"},

@@ -32,6 +32,9 @@ type profile struct {
 	poolCapCalls, poolCap   int           // limits: calls against a per-server cap
 	memoryKeys              int           // limits: pooled keys for the heap ceiling
 	agentCapCalls, agentCap int           // limits: calls against the agent server's cap
+	modelAsks               int           // asks per model endpoint row
+	modelOutage             time.Duration // the short 503 outage (the 30 s one is the full profile's alone)
+	modelLongStorm          int           // full profile: 429s before the 200 with 10 retries
 }
 
 var (
@@ -50,6 +53,7 @@ var (
 		poolCapCalls: 40, poolCap: 4,
 		memoryKeys:    1000,
 		agentCapCalls: 24, agentCap: 3,
+		modelAsks: 1, modelOutage: 3 * time.Second,
 	}
 	fullProfile = profile{
 		name:         "full",
@@ -66,6 +70,7 @@ var (
 		poolCapCalls: 400, poolCap: 8,
 		memoryKeys:    10000,
 		agentCapCalls: 120, agentCap: 4,
+		modelAsks: 3, modelOutage: 3 * time.Second, modelLongStorm: 6,
 	}
 )
 

@@ -17,6 +17,12 @@
 //     the union is consistent and one Prometheus job covers the fleet. An
 //     agent that could not be scraped shows as
 //     switchboard_agent_metrics_up{agent} 0, not as a failed scrape.
+//   - An agent on another host (studioapi.StateRemote) is scraped the same
+//     way, at the /metrics beside its MCP endpoint, with its own transport
+//     (which carries its bearer token). One that has no /metrics (a 404:
+//     not every MCP server is a switchboard agent) is not asked again for
+//     noMetricsRecheck; it shows as metrics_up 0 and, on its listing, as
+//     having none, never as a failure repeated every scrape.
 //
 // Federating at scrape time, rather than having agents push to the studio,
 // keeps the agents free of any knowledge of the studio, and keeps the
@@ -30,6 +36,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
 	"sync"
 	"time"
 
@@ -52,12 +60,27 @@ const processStudio = "studio"
 // scrapeTimeout bounds the scrape of one agent's /metrics.
 const scrapeTimeout = 2 * time.Second
 
-// Agent is one agent the studio runs, as the metrics read it.
+// noMetricsRecheck is how long an agent whose /metrics answered 404 is
+// not scraped again: it serves none, and asking on every scrape would only
+// repeat that.
+const noMetricsRecheck = 5 * time.Minute
+
+// ErrNoMetrics is matched (errors.Is) by a scrape of an agent that
+// answered 404 for its /metrics: it serves none.
+var ErrNoMetrics = errors.New("the agent serves no /metrics")
+
+// Agent is one agent the studio runs or proxies to, as the metrics read it.
 type Agent struct {
 	Name string
-	Proc *supervisor.Agent
+	Proc supervisor.Member
 	// Sessions counts the MCP sessions the proxy has bound for it.
 	Sessions func() int
+	// Transport, optional, reaches this agent's /metrics instead of
+	// Options.Transport (a remote agent's carries its token).
+	Transport http.RoundTripper
+	// Scraped, optional, is told how each scrape of the agent's /metrics
+	// went: studioapi.MetricsServed, MetricsNone or MetricsFailed.
+	Scraped func(outcome string)
 }
 
 // Options configure New.
@@ -77,12 +100,15 @@ type Options struct {
 type Fleet struct {
 	o   Options
 	reg *prometheus.Registry
+
+	mu        sync.Mutex           // protects following fields
+	noMetrics map[string]time.Time // agents that answered 404 for /metrics, until when they are not asked again
 }
 
 // New returns the fleet's metrics, with the agents' state, the studio's
 // pool and the studio process's runtime already registered.
 func New(opts *Options) *Fleet {
-	f := &Fleet{o: *opts, reg: prometheus.NewRegistry()}
+	f := &Fleet{o: *opts, reg: prometheus.NewRegistry(), noMetrics: make(map[string]time.Time)}
 	if f.o.Logger == nil {
 		f.o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,11 +126,11 @@ func (f *Fleet) Registerer() prometheus.Registerer { return f.reg }
 type agentCollector struct{ agents []Agent }
 
 var (
-	descAgentUp       = prometheus.NewDesc(studioapi.MetricAgentUp, "1 when the agent is running and the proxy routes to it.", []string{"agent"}, nil)
-	descAgentState    = prometheus.NewDesc(studioapi.MetricAgentState, "1 for the agent's current state (starting, running, restarting, failed, stopped), 0 for the others.", []string{"agent", "state"}, nil)
+	descAgentUp       = prometheus.NewDesc(studioapi.MetricAgentUp, "1 when the agent is running (on another host: answered its last health check) and the proxy routes to it.", []string{"agent"}, nil)
+	descAgentState    = prometheus.NewDesc(studioapi.MetricAgentState, "1 for the agent's current state (starting, running, restarting, given_up, stopped, remote), 0 for the others.", []string{"agent", "state"}, nil)
 	descAgentRestarts = prometheus.NewDesc(studioapi.MetricAgentRestarts, "Times the agent's process exited and was started again.", []string{"agent"}, nil)
 	descProxySessions = prometheus.NewDesc(studioapi.MetricProxySessions, "MCP sessions the proxy has bound to a credential for the agent.", []string{"agent"}, nil)
-	allStates         = []studioapi.State{studioapi.StateStarting, studioapi.StateRunning, studioapi.StateRestarting, studioapi.StateGivenUp, studioapi.StateStopped}
+	allStates         = []studioapi.State{studioapi.StateStarting, studioapi.StateRunning, studioapi.StateRestarting, studioapi.StateGivenUp, studioapi.StateStopped, studioapi.StateRemote}
 )
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -119,7 +145,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		name := a.Name
 		st := a.Proc.Status()
 		up := 0.0
-		if st.State == studioapi.StateRunning {
+		if st.Routable() && (st.Remote == nil || st.Remote.Reachable) {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descAgentUp, prometheus.GaugeValue, up, name)
@@ -173,26 +199,50 @@ type scrapeResult struct {
 	err      error
 }
 
-// scrapeAgents reads each running agent's /metrics; an agent that is not
-// running is absent from the result.
+// scrapeAgents reads each routable agent's /metrics; an agent that is not
+// routable, or said it has no /metrics less than noMetricsRecheck ago, is
+// absent from the result.
 func (f *Fleet) scrapeAgents(ctx context.Context) map[string]scrapeResult {
 	var (
 		mu  sync.Mutex
 		out = make(map[string]scrapeResult, len(f.o.Agents))
 		wg  sync.WaitGroup
 	)
+	now := time.Now()
 	for _, a := range f.o.Agents {
 		name := a.Name
 		st := a.Proc.Status()
-		if st.State != studioapi.StateRunning || st.Upstream == nil {
+		if !st.Routable() {
 			continue
 		}
-		u := *st.Upstream
-		u.Path, u.RawPath, u.RawQuery = "/metrics", "", ""
+		f.mu.Lock()
+		skip := now.Before(f.noMetrics[name])
+		f.mu.Unlock()
+		if skip {
+			continue
+		}
+		u := MetricsURL(st.Upstream)
+		rt := a.Transport
+		if rt == nil {
+			rt = f.o.Transport
+		}
 		wg.Go(func() {
-			fams, err := f.scrape(ctx, u.String())
+			fams, err := f.scrape(ctx, rt, u.String())
+			outcome := studioapi.MetricsServed
+			switch {
+			case errors.Is(err, ErrNoMetrics):
+				outcome = studioapi.MetricsNone
+				f.mu.Lock()
+				f.noMetrics[name] = time.Now().Add(noMetricsRecheck)
+				f.mu.Unlock()
+			case err != nil:
+				outcome = studioapi.MetricsFailed
+			}
 			if err != nil {
 				f.o.Logger.Debug("scraping an agent's metrics", "agent", name, "err", err)
+			}
+			if a.Scraped != nil {
+				a.Scraped(outcome)
 			}
 			mu.Lock()
 			out[name] = scrapeResult{fams, err}
@@ -203,7 +253,30 @@ func (f *Fleet) scrapeAgents(ctx context.Context) map[string]scrapeResult {
 	return out
 }
 
-func (f *Fleet) scrape(ctx context.Context, url string) ([]*dto.MetricFamily, error) {
+// MetricsURL is where the agent whose MCP endpoint is mcp serves its
+// metrics: /metrics beside the endpoint (http://h:8080/mcp has
+// http://h:8080/metrics; http://gw/agents/packrat/mcp has
+// http://gw/agents/packrat/metrics), without mcp's query.
+func MetricsURL(mcp *url.URL) *url.URL { return Beside(mcp, "metrics") }
+
+// Beside is the URL of name in the same folder as endpoint's path, without
+// its query and fragment.
+func Beside(endpoint *url.URL, name string) *url.URL {
+	u := *endpoint
+	u.User = nil
+	u.Path, u.RawPath = path.Join(path.Dir(cleanPath(u.Path)), name), ""
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	return &u
+}
+
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+func (f *Fleet) scrape(ctx context.Context, rt http.RoundTripper, url string) ([]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -211,11 +284,14 @@ func (f *Fleet) scrape(ctx context.Context, url string) ([]*dto.MetricFamily, er
 		return nil, err
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeProtoDelim)))
-	resp, err := f.o.Transport.RoundTrip(req)
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("GET %s: %s: %w", url, resp.Status, ErrNoMetrics)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -18,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/mcphttp/mcphttptest"
 )
 
 // profileCounts are one profile's attack sizes.
@@ -31,21 +34,24 @@ type profileCounts struct {
 	liveNames     int // distinct unknown tool names on a live session
 	chainCalls    int // 1.1 MB chains
 	trickleConns  int
-	bigRounds     int // rounds of 64 concurrent 4 MiB bodies
-	sessionFlood  int // initializes at the agent directly
-	studioSession int // initializes through the studio
-	floodWorkers  int // concurrent initializes of a session flood
-	fanOuts       int // asks with a task that plans thousands of calls
-	echoAsks      int // asks answered by a model that echoes the key
+	headerConns   int           // connections that trickle their headers, reopened when closed
+	headerHold    time.Duration // how long they do
+	newcomers     int           // new sessions a legitimate client opens meanwhile
+	bigRounds     int           // rounds of 64 concurrent 4 MiB bodies
+	sessionFlood  int           // initializes at the agent directly
+	studioSession int           // initializes through the studio
+	floodWorkers  int           // concurrent initializes of a session flood
+	fanOuts       int           // asks with a task that plans thousands of calls
+	echoAsks      int           // asks answered by a model that echoes the key
 }
 
 func profile() profileCounts {
 	if *full {
 		return profileCounts{name: "full", baseline: 600, minLegit: 600, rounds: 6, labelCalls: 400, labelBytes: 1 << 20, liveNames: 2000,
-			chainCalls: 60, trickleConns: 1000, bigRounds: 4, sessionFlood: 3000, studioSession: 3000, floodWorkers: 4, fanOuts: 4, echoAsks: 100}
+			chainCalls: 60, trickleConns: 1000, headerConns: 1100, headerHold: 15 * time.Second, newcomers: 40, bigRounds: 4, sessionFlood: 3000, studioSession: 3000, floodWorkers: 4, fanOuts: 4, echoAsks: 100}
 	}
 	return profileCounts{name: "short (CI)", baseline: 60, minLegit: 60, rounds: 2, labelCalls: 30, labelBytes: 256 << 10, liveNames: 120,
-		chainCalls: 8, trickleConns: 150, bigRounds: 1, sessionFlood: 300, studioSession: 300, floodWorkers: 2, fanOuts: 1, echoAsks: 12}
+		chainCalls: 8, trickleConns: 150, headerConns: 1100, headerHold: 4 * time.Second, newcomers: 8, bigRounds: 1, sessionFlood: 300, studioSession: 300, floodWorkers: 2, fanOuts: 1, echoAsks: 12}
 }
 
 // outcome tallies what the attacker got back, by status and a short reason.
@@ -178,6 +184,15 @@ type attack struct {
 	// env, when set, is added to the fleet's environment (a fake model
 	// endpoint, say); it may start what it needs, closed at cleanup.
 	env func(t *testing.T) []string
+	// token, when set, runs the studio in token mode; the legitimate
+	// caller presents it, the attacker does not.
+	token string
+	// newcomers, when set, runs during the attack: a legitimate client
+	// opening new sessions, whose results go into the row.
+	newcomers bool
+	// latencyReported, when set, says why this row's latency ceiling is
+	// reported and not enforced, in both profiles.
+	latencyReported string
 }
 
 func TestHostile(t *testing.T) {
@@ -189,7 +204,7 @@ func TestHostile(t *testing.T) {
 				cpu = CPUPerRequest
 			}
 			row := runAttack(t, p, a)
-			if v := row.Violations(cpu); *full && len(v) > 0 && row.onlyLatency(cpu) {
+			if v := row.Violations(cpu); *full && a.latencyReported == "" && len(v) > 0 && row.onlyLatency(cpu) {
 				// Latency on a shared machine is the one noisy figure: a
 				// ceiling crossed once is measured again, on a fresh fleet,
 				// and fails only if it is crossed again.
@@ -198,6 +213,10 @@ func TestHostile(t *testing.T) {
 			}
 			lv := row.latencyViolation()
 			for _, v := range row.Violations(cpu) {
+				if v == lv && a.latencyReported != "" {
+					t.Logf("latency ceiling crossed (reported, not enforced, for this row: %s): %s", a.latencyReported, v)
+					continue
+				}
 				if v == lv && !*full {
 					// The CI profile runs on machines of any load, where a
 					// latency ratio measures the neighbours (it failed
@@ -209,9 +228,9 @@ func TestHostile(t *testing.T) {
 				}
 				t.Errorf("ceiling crossed: %s", v)
 			}
-			t.Logf("%s: %d requests; studio %.0f→%.0f MB, agent %.0f→%.0f MB; CPU/request %v; fds %d→%d, %d→%d; legit p50/p99 %v/%v without, %v/%v during (%d calls); got: %s",
+			t.Logf("%s: %d requests; studio %.0f→%.0f MB, agent %.0f→%.0f MB; CPU/request %v; fds %d→%d, %d→%d; legit p50/p99 %v/%v without, %v/%v during (%d calls); new sessions %d, failed %d; got: %s",
 				a.name, row.Requests, row.StudioIdleMB, row.StudioPeakMB, row.AgentIdleMB, row.AgentPeakMB, row.CPUPerHostile(),
-				row.StudioFDsIdle, row.StudioFDs, row.AgentFDsIdle, row.AgentFDs, row.BaseP50, row.BaseP99, row.LegitP50, row.LegitP99, row.LegitCalls, row.AttackerGot)
+				row.StudioFDsIdle, row.StudioFDs, row.AgentFDsIdle, row.AgentFDs, row.BaseP50, row.BaseP99, row.LegitP50, row.LegitP99, row.LegitCalls, row.NewSessions, row.NewSessionsFailed, row.AttackerGot)
 			record(row)
 		})
 	}
@@ -222,9 +241,9 @@ func runAttack(t *testing.T, p profileCounts, a attack) Row {
 	if a.env != nil {
 		env = a.env(t)
 	}
-	f := startFleet(t, a.agent, env...)
+	f := startFleet(t, a.agent, a.token, env...)
 	ctx := t.Context()
-	pr := startProber(t, f.agentURL())
+	pr := startProber(t, f.agentURL(), a.token)
 	pr.waitCalls(t, time.Time{}, 20) // warm-up
 	studio, agent := f.studioPID(), f.agentPID
 	row := Row{Attack: a.name,
@@ -255,7 +274,18 @@ func runAttack(t *testing.T, p profileCounts, a attack) Row {
 		// Repeat the attack until the legitimate caller has made enough
 		// calls under it (bounded in rounds and time).
 		for rep := 0; ; rep++ {
-			row.Requests += a.run(t, ctx, f, &o)
+			if a.newcomers {
+				nctx, stop := context.WithCancel(ctx)
+				tally := make(chan [2]int, 1)
+				go func() { tally <- newcomers(nctx, f, p.newcomers) }()
+				row.Requests += a.run(t, ctx, f, &o)
+				stop()
+				n := <-tally
+				row.NewSessions += n[0]
+				row.NewSessionsFailed += n[1]
+			} else {
+				row.Requests += a.run(t, ctx, f, &o)
+			}
 			if a.once || pr.count(b1) >= p.minLegit/rounds || rep+1 >= maxRounds || time.Since(b1) > maxAttackTime {
 				break
 			}
@@ -380,6 +410,27 @@ func attacks(p profileCounts) []attack {
 			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
 				return trickle(t, ctx, f, p.trickleConns, o)
 			},
+		},
+		{
+			name:      fmt.Sprintf("%d connections that trickle their headers, each reopened when closed, no token", p.headerConns),
+			agent:     "abacus",
+			once:      true,
+			newcomers: true,
+			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
+				return headerFlood(ctx, f, p.headerConns, p.headerHold, o)
+			},
+			latencyReported: headerFloodLatency,
+		},
+		{
+			name:      fmt.Sprintf("%d connections that trickle their headers, each reopened when closed, token mode (the attacker has none)", p.headerConns),
+			agent:     "abacus",
+			once:      true,
+			newcomers: true,
+			token:     "hostile-suite-token-0123456789",
+			run: func(t *testing.T, ctx context.Context, f *fleet, o *outcome) int {
+				return headerFlood(ctx, f, p.headerConns, p.headerHold, o)
+			},
+			latencyReported: headerFloodLatency,
 		},
 		{
 			name:  "64 concurrent 4 MiB bodies, bogus session",
@@ -524,6 +575,116 @@ func trickle(t *testing.T, ctx context.Context, f *fleet, n int, o *outcome) int
 	}
 }
 
+// headerFloodLatency is why the header floods' latency is reported, not
+// enforced: the row is about a newcomer getting in at all (its sessions
+// are enforced), and about 1,000 connections a second opened, evicted and
+// opened again cost the studio 0.09 to 0.19 ms of CPU each and the
+// attacker's own process as much, on the two cores the legitimate caller
+// shares with them (and with other work on the machine).
+const headerFloodLatency = "the churn of 1,000 connections a second competes for the shared cores; the newcomers' sessions are the ceiling here"
+
+// headerFlood keeps n connections to the studio trickling a request head,
+// one header byte a second, for hold: each one the server closes (its
+// header deadline, or the connection budget making room) is opened again
+// on its next second, the pace of the trickle (reopened in a tight loop,
+// 1,100 goroutines burn the shared machine's two cores on the attacker's
+// side, and the legitimate caller's latency measures the attacker's own
+// process: docs/SECURITY.md's known limits). It returns how many
+// connections it opened. Issue 27: 1,100 such
+// connections made 33 of 42 legitimate calls on new connections fail, and
+// in token mode 8 of 8 of the token holder's new initializes.
+func headerFlood(ctx context.Context, f *fleet, n int, hold time.Duration, o *outcome) int {
+	u, _ := url.Parse(f.agentURL())
+	ctx, cancel := context.WithTimeout(ctx, hold)
+	defer cancel()
+	var opened atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			pace := time.NewTicker(time.Second)
+			defer pace.Stop()
+			for ctx.Err() == nil {
+				c, err := net.Dial("tcp", u.Host)
+				if err != nil {
+					o.add("dial error", nil)
+					return
+				}
+				opened.Add(1)
+				o.add(trickleHead(ctx, c, u), nil)
+				c.Close()
+				select {
+				case <-ctx.Done():
+				case <-pace.C:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(opened.Load())
+}
+
+// trickleHead sends a request head on c a byte a second until the server
+// answers or closes c, or ctx ends, and says which.
+func trickleHead(ctx context.Context, c net.Conn, u *url.URL) string {
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nX-Trickle: ", u.Path, u.Host)
+	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
+	defer stop()
+	buf := make([]byte, 64)
+	for {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		k, err := c.Read(buf)
+		if k > 0 {
+			if res, _, ok := strings.Cut(string(buf[:k]), "\r\n"); ok {
+				return "answered " + res
+			}
+			return "answered"
+		}
+		var ne net.Error
+		switch {
+		case ctx.Err() != nil:
+			return "open at the end"
+		case errors.As(err, &ne) && ne.Timeout():
+			c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			c.Write([]byte("a"))
+		default:
+			return "closed by the server"
+		}
+	}
+}
+
+// newcomers is a legitimate client opening sessions one after another
+// until ctx ends (at most max), each on a connection of its own, as a new
+// client does: initialize, notifications/initialized, a tools/call, DELETE.
+// It returns how many it tried and how many failed.
+func newcomers(ctx context.Context, f *fleet, max int) [2]int {
+	var tried, failed int
+	for tried < max && ctx.Err() == nil {
+		c := f.client(f.agentURL())
+		c.HTTP.Transport.(*http.Transport).DisableKeepAlives = true
+		tried++
+		if !newcomer(ctx, c) && ctx.Err() == nil {
+			failed++
+			f.t.Logf("newcomer session %d failed", tried)
+		}
+	}
+	return [2]int{tried, failed}
+}
+
+func newcomer(ctx context.Context, c *mcphttptest.Client) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	sid, err := c.Open(cctx)
+	if err != nil {
+		return false
+	}
+	r, err := c.Call(cctx, sid, 2, "tools/call", map[string]any{"name": "calculate", "arguments": map[string]any{"expression": "6*7"}})
+	ok := err == nil && r.Status == http.StatusOK && strings.Contains(fmt.Sprint(r.Result()["content"]), "42")
+	if d, err := c.Delete(cctx, sid); err != nil || d.Status/100 != 2 {
+		ok = false
+	}
+	return ok
+}
+
 // sessionFlood sends n initializes to u, then DELETEs every session it got.
 func sessionFlood(t *testing.T, ctx context.Context, f *fleet, u string, n, workers int, o *outcome) int {
 	c := f.client(u)
@@ -568,9 +729,11 @@ func sessionFlood(t *testing.T, ctx context.Context, f *fleet, u string, n, work
 	return n + len(ids)
 }
 
-// fanOutTask asks for 2,000 calculations in one task; a model (the builtin
-// makes one call a step) must not turn it into 2,000 delegations.
-var fanOutTask = strings.Repeat("calculate 12*(3+4); ", 2000)
+// fanOutTask asks for 800 calculations in one task; a model (the builtin
+// makes one call a step) must not turn it into 800 delegations. It is
+// 16,000 bytes: the builtin reads tasks of at most 16 KiB and refuses a
+// longer one whole, which bounds nothing the turn's caps are here to show.
+var fanOutTask = strings.Repeat("calculate 12*(3+4); ", 800)
 
 // fanOut sends n asks of fanOutTask to oracle and checks, from the studio's
 // record of delegations, that each made no more than the turn's cap. It

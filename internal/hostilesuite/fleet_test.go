@@ -39,6 +39,7 @@ type fleet struct {
 	agent    string // the attacked agent
 	agentPID int
 	direct   string // the agent's own MCP endpoint, bypassing the studio
+	token    string // the studio's bearer token, "" when it has none
 	hc       *http.Client
 }
 
@@ -46,12 +47,16 @@ var serveAddr = regexp.MustCompile(`agent serving.*addr=(127\.0\.0\.1:\d+)`)
 
 // startFleet runs `switchboard up` on a free loopback port in a fresh copy
 // of the bundled project and waits until agent is running.
-func startFleet(t *testing.T, agent string, env ...string) *fleet {
+// A token (non-empty) runs the studio in token mode.
+func startFleet(t *testing.T, agent, token string, env ...string) *fleet {
 	t.Helper()
 	dir := projecttest.New(t, "oracle", "packrat", "abacus")
+	if token != "" {
+		env = append(env, "SWITCHBOARD_TOKEN="+token)
+	}
 	p := proctest.StartProcess(t, dir, append(plantedEnv(), env...), 60*time.Second,
 		"switchboard studio listening on ", switchboardBin, "up", "--listen", "127.0.0.1:0")
-	f := &fleet{t: t, dir: dir, studio: p, url: strings.TrimSpace(p.Ready), agent: agent,
+	f := &fleet{t: t, dir: dir, studio: p, url: strings.TrimSpace(p.Ready), agent: agent, token: token,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}}}
 	t.Cleanup(func() {
 		f.hc.CloseIdleConnections()
@@ -117,6 +122,9 @@ func (f *fleet) get(ctx context.Context, path string) ([]byte, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
 	res, err := f.hc.Do(req)
 	if err != nil {
 		return nil, 0, err
@@ -130,7 +138,11 @@ func (f *fleet) agentURL() string { return f.url + "/api/agents/" + f.agent + "/
 
 // client is a raw MCP client of url on its own keep-alive connections.
 func (f *fleet) client(url string) *mcphttptest.Client {
-	return &mcphttptest.Client{URL: url, HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
+	c := &mcphttptest.Client{URL: url, HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
+	if f.token != "" {
+		c.Header = map[string]string{"Authorization": "Bearer " + f.token}
+	}
+	return c
 }
 
 // outputs is everything a person or a client can read from the fleet: its

@@ -24,11 +24,17 @@ import (
 // "<start unix ns> <duration ns> <1 ok | 0 failed>". The parent sorts the
 // samples into windows by their start.
 
-const envProber = "HOSTILE_PROBER_URL"
+const (
+	envProber      = "HOSTILE_PROBER_URL"
+	envProberToken = "HOSTILE_PROBER_TOKEN" // the studio's token, if it has one
+)
 
 // runProber is the prober process's main.
 func runProber(url string) int {
 	c := &mcphttptest.Client{URL: url, HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, DisableCompression: true}}}
+	if tok := os.Getenv(envProberToken); tok != "" {
+		c.Header = map[string]string{"Authorization": "Bearer " + tok}
+	}
 	ctx := context.Background()
 	sid, err := c.Open(ctx)
 	if err != nil {
@@ -100,10 +106,10 @@ type prober struct {
 	stderr  strings.Builder
 }
 
-func startProber(t *testing.T, url string) *prober {
+func startProber(t *testing.T, url, token string) *prober {
 	t.Helper()
 	p := &prober{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan struct{}), paused: make(chan struct{}, 1)}
-	p.cmd.Env = append(os.Environ(), envProber+"="+url)
+	p.cmd.Env = append(os.Environ(), envProber+"="+url, envProberToken+"="+token)
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.stderr}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {

@@ -77,6 +77,12 @@ type Row struct {
 	LegitFailed int           `json:"legit_failed"`
 	Secrets     int           `json:"secrets"`
 	AttackerGot string        `json:"attacker_got"`
+	// NewSessions counts the sessions a legitimate client opened during
+	// the attack, each on a connection of its own (initialize, a
+	// tools/call, DELETE), and NewSessionsFailed those that failed: an
+	// attack on the budgets must not lock a newcomer out.
+	NewSessions       int `json:"new_sessions,omitempty"`
+	NewSessionsFailed int `json:"new_sessions_failed,omitempty"`
 }
 
 // CPUPerHostile is the CPU one hostile request cost.
@@ -110,6 +116,9 @@ func (r *Row) Violations(cpu time.Duration) []string {
 	if r.Secrets > 0 {
 		v = append(v, fmt.Sprintf("%d planted secrets in the output", r.Secrets))
 	}
+	if r.NewSessionsFailed > 0 {
+		v = append(v, fmt.Sprintf("%d of %d new sessions of a legitimate client failed", r.NewSessionsFailed, r.NewSessions))
+	}
 	return v
 }
 
@@ -138,7 +147,7 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 		fmt.Fprintf(w, "| %s | %d | %.0f → %.0f MB | %.0f → %.0f MB | %s | %d → %d, %d → %d | %s / %s | %s / %s | %d | %s |\n",
 			cell(r.Attack), r.Requests, r.StudioIdleMB, r.StudioPeakMB, r.AgentIdleMB, r.AgentPeakMB,
 			cpuCell(r), r.StudioFDsIdle, r.StudioFDs, r.AgentFDsIdle, r.AgentFDs,
-			dur(r.BaseP50), dur(r.BaseP99), dur(r.LegitP50), dur(r.LegitP99), r.Secrets, cell(r.AttackerGot))
+			dur(r.BaseP50), dur(r.BaseP99), dur(r.LegitP50), dur(r.LegitP99), r.Secrets, cell(got(r)))
 	}
 }
 
@@ -161,6 +170,15 @@ func dur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	}
+}
+
+// got is what the attacker got, and for an attack on the budgets what a
+// newcomer got during it.
+func got(r Row) string {
+	if r.NewSessions == 0 {
+		return r.AttackerGot
+	}
+	return fmt.Sprintf("%s; a legitimate client's new sessions during it: %d of %d opened and served", r.AttackerGot, r.NewSessions-r.NewSessionsFailed, r.NewSessions)
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/rpccode"
 )
 
 // Wire names. They are documented in docs/IDEMPOTENCY.md; changing one is a
@@ -41,23 +43,23 @@ const (
 	Version = 1
 )
 
-// JSON-RPC error codes, in the implementation-defined server error range
-// (-32000 to -32099) and clear of the codes go-sdk uses.
+// JSON-RPC error codes of the protocol, from the tree's one list
+// (internal/rpccode, where each is explained).
 const (
 	// CodeConflict: the key was used before for a different request (tool,
 	// arguments or caller). Nothing ran.
-	CodeConflict = -32071
+	CodeConflict = rpccode.IdempotencyConflict
 	// CodeStillRunning: the first call with this key is still running; ask
 	// again later. Nothing new ran. error.data.retryAfterMs says when.
-	CodeStillRunning = -32072
+	CodeStillRunning = rpccode.StillRunning
 	// CodeInterrupted: the first call with this key was cut off by a crash
 	// of the server process while it ran; whether its effect happened is not
 	// known. Nothing new ran. This is final for the key.
-	CodeInterrupted = -32073
+	CodeInterrupted = rpccode.Interrupted
 	// CodeKeyExpired: the key is older than the server keeps records for
 	// (retention), so the server can no longer tell whether it ran. Nothing
 	// ran.
-	CodeKeyExpired = -32074
+	CodeKeyExpired = rpccode.KeyExpired
 )
 
 // CapabilityInfo is the value of ServerCapabilities.experimental

@@ -59,3 +59,33 @@ func ServerSecrets(rawURL string, headers, env map[string]string, environ []stri
 // minURLSecretLen: an environment value this short found in a URL's path
 // is more likely a word of it ("mcp", "v1") than a secret.
 const minURLSecretLen = 8
+
+// ArgSecrets returns the values of environ (KEY=VALUE) that a stdio
+// server's args hold, whole or as a part of one split at '=', ',', ':'
+// or '/' ("--token=X", "user:X"): there they came from a ${VAR}, and a
+// failing server's error may quote its command line. An arg of the
+// configuration's own text is no secret, so nothing else of args is.
+func ArgSecrets(args, environ []string) []string {
+	if len(args) == 0 {
+		return nil
+	}
+	values := map[string]bool{}
+	for _, kv := range environ {
+		if _, v, ok := strings.Cut(kv, "="); ok && len(v) >= minURLSecretLen {
+			values[v] = true
+		}
+	}
+	var out []string
+	for _, a := range args {
+		if values[a] {
+			out = append(out, a)
+		}
+		for _, part := range strings.FieldsFunc(a, func(r rune) bool { return r == '=' || r == ',' || r == ':' || r == '/' }) {
+			if part != a && values[part] {
+				out = append(out, part)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

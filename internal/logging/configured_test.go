@@ -32,3 +32,18 @@ func TestServerSecrets(t *testing.T) {
 		t.Errorf("no server: %q", got)
 	}
 }
+
+// TestArgSecrets: a stdio server's args give the environment's values they
+// hold, whole or after "--flag=" or "user:"; the words of the command line
+// and a short value are not secrets.
+func TestArgSecrets(t *testing.T) {
+	environ := []string{"ARG_TOKEN=planted-arg-555", "USER_PASS=planted-pass-666", "PLAIN=stdio", "WHOLE=planted-whole-777"}
+	got := logging.ArgSecrets([]string{"-c", "serve --fast", "--token=planted-arg-555", "admin:planted-pass-666", "planted-whole-777", "stdio"}, environ)
+	want := []string{"planted-arg-555", "planted-pass-666", "planted-whole-777"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ArgSecrets = %q, want %q", got, want)
+	}
+	if got := logging.ArgSecrets(nil, environ); len(got) != 0 {
+		t.Errorf("no args: %q", got)
+	}
+}

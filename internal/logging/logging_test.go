@@ -111,3 +111,28 @@ func TestScrubberJSON(t *testing.T) {
 		t.Errorf("JSON of non-JSON: %q", got)
 	}
 }
+
+// TestScrubberJSONClean: JSON with nothing to redact is compacted as it
+// was written (its members' order kept); a credential's key written with an
+// escape, or in letters that lower-case to one, and a secret value are
+// still redacted.
+func TestScrubberJSONClean(t *testing.T) {
+	sc := NewScrubber([]string{"s3cr3t-value"})
+	for _, tc := range []struct{ in, want string }{
+		{`{"z": 1, "a": ["x", {"n": 1.50}], "t": "<b>"}`, `{"z":1,"a":["x",{"n":1.50}],"t":"<b>"}`},
+		{`{"\u0074oken":"x","b":1}`, `{"b":1,"token":"[REDACTED]"}`},
+		{"{\"to\u212Aen\":\"x\"}", "{\"to\u212Aen\":\"[REDACTED]\"}"},
+		{`{"My_Password":"x"}`, `{"My_Password":"[REDACTED]"}`},
+		{`{"a":"s3cr3t-value"}`, `{"a":"[REDACTED]"}`},
+		{`{"a":"s3cr3t\u002dvalue"}`, `{"a":"[REDACTED]"}`},
+		{`{"a": "line\nand \"quoted\""}`, `{"a":"line\nand \"quoted\""}`},
+	} {
+		if got := string(sc.JSON([]byte(tc.in))); got != tc.want {
+			t.Errorf("JSON(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	slash := NewScrubber([]string{"abc/def"})
+	if got, want := string(slash.JSON([]byte(`{"a":"abc\/def"}`))), `{"a":"[REDACTED]"}`; got != want {
+		t.Errorf("a secret with '/' written as \\/: %s, want %s", got, want)
+	}
+}

@@ -1,11 +1,12 @@
 package mcphttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
+	"net/netip"
 	"sync/atomic"
 	"time"
 )
@@ -15,9 +16,13 @@ import (
 // buffer limits, nginx's client_body_timeout):
 //
 //   - Connections: at most MaxConns open at once on a listener wrapped by
-//     [Budget.Listener]; past it, the new connection gets a 503 with a
-//     JSON-RPC error and is closed at once, so a flood holds no descriptor
-//     for longer than it takes to say so.
+//     [Budget.Listener]. At the cap a new connection takes the place of the
+//     oldest one that is not in a request and has not yet proved itself
+//     (see conns.go): a flood of connections that trickle their headers,
+//     or open and say nothing, evicts itself, and a client that sends a
+//     request at once is served. Only when every connection is in a request
+//     (or has proved itself and a remote address holds its share) does the
+//     new one get a 503 with a JSON-RPC error, closed at once.
 //   - Time: every request must deliver its whole body within BodyTimeout of
 //     its headers ([Budget.Handler] sets the read deadline; reading the
 //     body clears it, so an SSE stream that follows is not cut). A client
@@ -31,13 +36,19 @@ import (
 // every agent route, an agent server has one.
 type Budget struct {
 	maxConns    int
+	addrShare   int // connections one remote address may hold (not loopback)
 	maxBytes    int64
 	bodyTimeout time.Duration
+	// sharedAddr reports whether an address stands for many clients, so
+	// that it gets no share of its own (loopback: every local process has
+	// it). A variable for tests, which have only loopback to dial from.
+	sharedAddr func(netip.Addr) bool
 
-	conns atomic.Int64 // open connections on wrapped listeners
+	conns connTable    // open connections on wrapped listeners
 	bytes atomic.Int64 // body bytes held
 
 	refusedConns  atomic.Int64
+	evictedConns  atomic.Int64
 	refusedBodies atomic.Int64
 }
 
@@ -58,9 +69,13 @@ const (
 // BudgetOptions configure NewBudget. The zero value of every field means its
 // default.
 type BudgetOptions struct {
-	MaxConns         int           // default DefaultMaxConns
-	MaxInFlightBytes int64         // default DefaultMaxInFlightBytes
-	BodyTimeout      time.Duration // default DefaultBodyTimeout
+	MaxConns int // default DefaultMaxConns
+	// MaxConnsPerAddress bounds the connections of one remote address that
+	// is not loopback (a studio serving a network behind a token); default
+	// three quarters of MaxConns, so that one address never holds them all.
+	MaxConnsPerAddress int
+	MaxInFlightBytes   int64         // default DefaultMaxInFlightBytes
+	BodyTimeout        time.Duration // default DefaultBodyTimeout
 }
 
 // NewBudget returns a Budget.
@@ -78,7 +93,13 @@ func NewBudget(opts *BudgetOptions) *Budget {
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout
 	}
-	return &Budget{maxConns: o.MaxConns, maxBytes: o.MaxInFlightBytes, bodyTimeout: o.BodyTimeout}
+	if o.MaxConnsPerAddress <= 0 {
+		o.MaxConnsPerAddress = max(1, o.MaxConns*3/4)
+	}
+	b := &Budget{maxConns: o.MaxConns, addrShare: o.MaxConnsPerAddress, maxBytes: o.MaxInFlightBytes, bodyTimeout: o.BodyTimeout,
+		sharedAddr: func(a netip.Addr) bool { return !a.IsValid() || a.IsLoopback() }}
+	b.conns.init()
+	return b
 }
 
 // ErrOverBudget is why a body was refused: the process holds as many bytes
@@ -89,13 +110,20 @@ var ErrOverBudget = errors.New("the server is holding as many request bytes as i
 type BudgetStats struct {
 	Conns, InFlightBytes        int64
 	RefusedConns, RefusedBodies int64
+	// EvictedConns counts connections closed to make room for a new one:
+	// each was not in a request and had not proved itself (or was idle).
+	EvictedConns int64
+	// BusyConns is how many of Conns are in a request now.
+	BusyConns int64
 }
 
 // Stats returns b's current values.
 func (b *Budget) Stats() BudgetStats {
+	open, busy := b.conns.open()
 	return BudgetStats{
-		Conns: b.conns.Load(), InFlightBytes: b.bytes.Load(),
+		Conns: int64(open), BusyConns: int64(busy), InFlightBytes: b.bytes.Load(),
 		RefusedConns: b.refusedConns.Load(), RefusedBodies: b.refusedBodies.Load(),
+		EvictedConns: b.evictedConns.Load(),
 	}
 }
 
@@ -132,11 +160,19 @@ func (b *Budget) release(n int64) {
 // clears it once the body is in. A handler that never reads the body (a
 // GET of the studio's API) keeps the deadline, which also bounds how long
 // net/http spends discarding what it did not read.
+//
+// It also tells the connection budget that the request's connection is in
+// a request (never evicted while it is), and lets the checks behind it
+// vouch for the connection ([Vouch]).
 func (b *Budget) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// An error means the writer cannot set deadlines (a test's
 		// httptest.ResponseRecorder); there is no connection to protect then.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.bodyTimeout))
+		if c := b.conns.enter(r); c != nil {
+			defer b.conns.leave(c)
+			r = r.WithContext(context.WithValue(r.Context(), connKey{}, c))
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -150,7 +186,8 @@ func clearDeadline(w http.ResponseWriter) {
 }
 
 // Listener wraps ln so that at most MaxConns of its connections are open at
-// once. A connection past the cap is answered 503 and closed by Accept
+// once (see conns.go for which connection gives way to a new one). A
+// connection that finds no room is answered 503 and closed by Accept
 // itself, without a goroutine: the answer fits in the socket's buffer.
 func (b *Budget) Listener(ln net.Listener) net.Listener { return &capListener{Listener: ln, b: b} }
 
@@ -175,10 +212,16 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.b.conns.Add(1) <= int64(l.b.maxConns) {
-			return &countedConn{Conn: c, b: l.b}, nil
+		cc := &countedConn{Conn: c, b: l.b, key: connKeyOf(c.LocalAddr(), c.RemoteAddr()), addr: addrOf(c.RemoteAddr())}
+		victim, ok := l.b.conns.admit(l.b, cc)
+		if victim != nil {
+			// Closed outside the table's lock: a close is a system call.
+			l.b.evictedConns.Add(1)
+			victim.Conn.Close()
 		}
-		l.b.conns.Add(-1)
+		if ok {
+			return cc, nil
+		}
 		l.b.refusedConns.Add(1)
 		c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
 		c.Write(overloadResponse)
@@ -190,15 +233,4 @@ func (l *capListener) Accept() (net.Conn, error) {
 		}
 		c.Close()
 	}
-}
-
-type countedConn struct {
-	net.Conn
-	b    *Budget
-	once sync.Once
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.b.conns.Add(-1) })
-	return c.Conn.Close()
 }

@@ -113,10 +113,14 @@ func TestBodyDeadline(t *testing.T) {
 // closed; the held connections are unaffected, and a slot freed is reused.
 func TestConnectionCap(t *testing.T) {
 	b := mcphttp.NewBudget(&mcphttp.BudgetOptions{MaxConns: 2})
-	ts := budgetServer(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	ts := budgetServer(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // in a request until the body is in
+		io.WriteString(w, "ok")
+	}))
 	addr := ts.Listener.Addr().String()
 	held := []net.Conn{rawRequest(t, addr, 10, ""), rawRequest(t, addr, 10, "")}
-	waitFor(t, func() bool { return b.Stats().Conns == 2 })
+	// Both in a request (their bodies being read), so neither gives way.
+	waitFor(t, func() bool { return b.Stats().BusyConns == 2 })
 
 	c := rawRequest(t, addr, 2, "{}")
 	resp, body := readResponse(t, c)

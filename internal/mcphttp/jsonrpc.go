@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+
+	"github.com/switchboard-run/switchboard/internal/rpccode"
 )
 
-// JSON-RPC 2.0 error codes (JSON-RPC 2.0 specification, section 5.1).
+// JSON-RPC error codes the middleware answers, from the tree's one list
+// (internal/rpccode).
 const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	// CodeServerOverloaded is the implementation-defined server error
-	// (-32000 to -32099) of a request refused by a Budget or a cap, with
-	// HTTP 503: nothing ran, and the client may try again.
-	CodeServerOverloaded = -32000
+	CodeParseError     = rpccode.ParseError
+	CodeInvalidRequest = rpccode.InvalidRequest
+	// CodeServerOverloaded is the server error of a request refused by a
+	// Budget or a cap, with HTTP 503: nothing ran, and the client may try
+	// again.
+	CodeServerOverloaded = rpccode.ServerError
 )
 
 // RPCError is the error member of a JSON-RPC response.

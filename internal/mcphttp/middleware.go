@@ -12,9 +12,10 @@
 //   - Bodies are bounded (413), read once against the process's Budget
 //     (503 past it, see budget.go and body.go), and must arrive within the
 //     Budget's body deadline.
-//   - Sessions are capped without eviction, and their creation is bounded in
-//     rate: past either, an initialize gets 503 and every live session keeps
-//     working (sessions.go). A large body on a session the middleware cannot
+//   - Sessions are capped, per client too, and their creation is bounded in
+//     rate; at the cap the oldest session idle for a minute is reclaimed,
+//     never one with a request in flight; past that an initialize gets 503
+//     (sessions.go). A large body on a session the middleware cannot
 //     vouch for is refused (404) without being read.
 //   - A tools/call can be refused on its parsed message before the body
 //     reaches the server behind (Options.RefuseCall: an unreadable chain).
@@ -34,11 +35,14 @@
 package mcphttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -61,6 +65,13 @@ const (
 	DefaultSessionBurst      = 512
 )
 
+// DefaultSessionReclaimIdle is how long a session must sit idle before a
+// full table may reclaim it for a new one. A person's client that finds its
+// session reclaimed gets 404 and initializes again (nothing ran); a client
+// that fills the table with idle sessions holds it for a minute, not for the
+// half hour of the idle TTL.
+const DefaultSessionReclaimIdle = time.Minute
+
 // SessionIDHeader is the MCP Streamable HTTP transport's session header.
 const SessionIDHeader = "Mcp-Session-Id"
 
@@ -74,9 +85,20 @@ type Options struct {
 	Token string
 	// MaxSessions caps the session bindings; default DefaultMaxSessions.
 	// When full, bindings idle past SessionIdleTTL are forgotten to make
-	// room; if none is, an initialize gets 503 (ErrTooManySessions). A live
-	// session is never evicted.
+	// room, then the oldest idle past SessionReclaimIdle; if none is, an
+	// initialize gets 503 (ErrTooManySessions). A session with a request in
+	// flight is never evicted.
 	MaxSessions int
+	// MaxSessionsPerClient caps the bindings of one client: one non-empty
+	// credential, or one remote address that is not loopback; default three
+	// quarters of MaxSessions, so one client never holds them all. Past it
+	// the client's own idle sessions are reclaimed, or its initialize gets
+	// 503 (ErrClientSessions).
+	MaxSessionsPerClient int
+	// SessionReclaimIdle is how long a session must have been idle, with
+	// no request in flight, to be reclaimed at the cap (or at its client's
+	// share) for a new one; default DefaultSessionReclaimIdle.
+	SessionReclaimIdle time.Duration
 	// SessionIdleTTL forgets a binding unused for this long (it should be at
 	// least the upstream's own idle session timeout). Zero means bindings are
 	// forgotten only on DELETE or on an upstream 404.
@@ -91,6 +113,16 @@ type Options struct {
 	// binding forgotten for being idle past SessionIdleTTL, so that the
 	// server behind can close the session too; nil: nothing is closed.
 	OnSessionExpired func(id string)
+	// RestoreSession, when set, is asked (outside any lock, on the
+	// request's context) about a session id this handler does not know,
+	// with the digest of the request's credential (SHA-256 of its
+	// Authorization header, hex; "" for none): true when a record that
+	// outlives the process (internal/proxy's continuity store) vouches
+	// that this credential created it. The binding is then restored,
+	// within MaxSessions. It is how a session survives a restart of the
+	// process, or reaches another replica; without it, an id this handler
+	// did not see created is refused.
+	RestoreSession func(ctx context.Context, id, cred string) bool
 	// Budget bounds connections, body bytes and body time for the whole
 	// process; default: a Budget of its own with the defaults.
 	Budget *Budget
@@ -116,6 +148,7 @@ type Handler struct {
 	logger     *slog.Logger
 	budget     *Budget
 	sessions   *sessionTable
+	restore    func(ctx context.Context, id, cred string) bool // may be nil
 }
 
 // New returns next wrapped in the middleware.
@@ -148,6 +181,12 @@ func New(next http.Handler, opts *Options) *Handler {
 	if o.SessionBurst <= 0 {
 		o.SessionBurst = DefaultSessionBurst
 	}
+	if o.MaxSessionsPerClient <= 0 {
+		o.MaxSessionsPerClient = max(1, o.MaxSessions*3/4)
+	}
+	if o.SessionReclaimIdle <= 0 {
+		o.SessionReclaimIdle = DefaultSessionReclaimIdle
+	}
 	return &Handler{
 		next:       next,
 		refuseCall: o.RefuseCall,
@@ -155,8 +194,35 @@ func New(next http.Handler, opts *Options) *Handler {
 		token:      o.Token,
 		logger:     o.Logger,
 		budget:     o.Budget,
-		sessions:   newSessionTable(o.MaxSessions, o.SessionIdleTTL, o.Now, o.OnSessionExpired, o.SessionsPerSecond, o.SessionBurst),
+		sessions:   newSessionTable(&o),
+		restore:    o.RestoreSession,
 	}
+}
+
+// vouch checks id for cred as the table does, restoring a binding that
+// RestoreSession vouches for when the table does not know id.
+func (h *Handler) vouch(r *http.Request, id, cred string, use bool) (*binding, error) {
+	b, err := h.lookup(id, cred, use)
+	if !errors.Is(err, errUnknownSession) || h.restore == nil {
+		return b, err
+	}
+	if !h.restore(r.Context(), id, cred) {
+		return nil, err
+	}
+	if err := h.sessions.adopt(id, cred, remoteAddr(r)); err != nil {
+		return nil, err
+	}
+	h.logger.Debug("restored a session binding", "session", id)
+	return h.lookup(id, cred, use)
+}
+
+// lookup is the table's check of id for cred: with use, the session is
+// marked used and in flight (the caller ends it with sessions.done).
+func (h *Handler) lookup(id, cred string, use bool) (*binding, error) {
+	if use {
+		return h.sessions.check(id, cred)
+	}
+	return nil, h.sessions.known(id, cred)
 }
 
 // RefusesUnread reports whether h refuses r before reading its body: a
@@ -164,14 +230,19 @@ func New(next http.Handler, opts *Options) *Handler {
 // credential's) gets 404 whatever it holds, and one that announces a body
 // larger than any initialize (which must be read first: it may carry a
 // stale id, see ServeHTTP) is refused without reading it. A flood of large
-// bodies with an invented session id costs a map lookup each. An observer
+// bodies with an invented session id costs a map lookup each (and, with
+// Options.RestoreSession, one lookup of the store behind it). An observer
 // that reads bodies itself (the studio's) asks first.
 func (h *Handler) RefusesUnread(r *http.Request) bool {
 	if _, read := r.Context().Value(bodyKey{}).(*bodyResult); read || r.ContentLength <= smallBody {
 		return false
 	}
 	id := r.Header.Get(SessionIDHeader)
-	return id != "" && h.sessions.known(id, credential(r)) != nil
+	if id == "" {
+		return false
+	}
+	_, err := h.vouch(r, id, credential(r), false)
+	return err != nil
 }
 
 // Sessions reports how many session bindings h remembers.
@@ -179,16 +250,7 @@ func (h *Handler) Sessions() int { return h.sessions.len() }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := CheckHost(r); err != nil {
-		WriteJSONError(w, http.StatusForbidden, err.Error())
-		return
-	}
-	if err := CheckOrigin(r); err != nil {
-		WriteJSONError(w, http.StatusForbidden, err.Error())
-		return
-	}
-	if h.token != "" && !CheckBearer(r, h.token) {
-		WriteUnauthorized(w)
+	if !Admit(w, r, h.token) {
 		return
 	}
 
@@ -218,29 +280,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cred := credential(r)
 	id := r.Header.Get(SessionIDHeader)
 	if id != "" {
-		if err := h.sessions.check(id, cred); err != nil {
+		b, err := h.vouch(r, id, cred, true)
+		if err != nil {
 			h.logger.Debug("refusing session", "session", id, "reason", err)
 			writeSessionNotFound(w)
 			return
 		}
+		// In flight until it ends: a session with a request being served
+		// is never reclaimed.
+		defer h.sessions.done(b)
 	}
 
 	if h.refuseCall != nil && msg.Method == "tools/call" {
 		if text := h.refuseCall(msg); text != "" {
 			writeToolError(w, msg.ID, text)
-			h.sessions.touch(id)
 			return
 		}
 	}
 
 	rec := &statusWriter{ResponseWriter: w}
 	if msg.Method == "initialize" && r.Method == http.MethodPost {
-		if err := h.sessions.reserve(); err != nil {
+		addr := remoteAddr(r)
+		if err := h.sessions.reserve(cred, addr); err != nil {
 			h.logger.Debug("refusing initialize", "reason", err)
-			text := fmt.Sprintf("server overloaded: %v (the cap is %d); end unused sessions with DELETE, or wait until idle ones expire", err, h.sessions.max)
-			retry := "60"
-			if errors.Is(err, ErrSessionRate) {
-				text, retry = fmt.Sprintf("server overloaded: %v (%g a second); try again", err, h.sessions.rate), "1"
+			text := fmt.Sprintf("server overloaded: %v (the cap is %d); end unused sessions with DELETE, or try again when one has been idle for %v", err, h.sessions.max, h.sessions.reclaimIdle)
+			retry := strconv.Itoa(max(1, int(h.sessions.reclaimIdle.Seconds())))
+			switch {
+			case errors.Is(err, ErrSessionRate):
+				text, retry = fmt.Sprintf("server overloaded: %v (%g a second); try again", err, float64(h.sessions.limit.Limit())), "1"
+			case errors.Is(err, ErrClientSessions):
+				text = fmt.Sprintf("server overloaded: %v (%d of %d); end unused sessions with DELETE, or try again when one of yours has been idle for %v", err, h.sessions.perClient, h.sessions.max, h.sessions.reclaimIdle)
 			}
 			w.Header().Set("Retry-After", retry)
 			WriteJSONRPCError(w, http.StatusServiceUnavailable, msg.ID, CodeServerOverloaded, text)
@@ -249,14 +318,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var bound atomic.Bool // the slot became a binding
 		defer func() {
 			if !bound.Load() {
-				h.sessions.unreserve()
+				h.sessions.unreserve(cred, addr)
 			}
 		}()
 		rec.onHeader = func(status int, hdr http.Header) {
 			// Bind before the header reaches the client, so the client's
 			// first request on the session cannot race the binding.
 			if newID := hdr.Get(SessionIDHeader); status == http.StatusOK && newID != "" && bound.CompareAndSwap(false, true) {
-				h.sessions.bind(newID, cred)
+				h.sessions.bind(newID, cred, addr)
 			}
 		}
 	}
@@ -272,9 +341,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.sessions.forget(id)
 	case r.Method == http.MethodDelete && rec.status/100 == 2:
 		h.sessions.forget(id)
-	default:
-		h.sessions.touch(id)
 	}
+}
+
+// remoteAddr is r's client address, as the sessions' per-address share
+// counts it; invalid (so shared with everyone) when it cannot be read.
+func remoteAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // writeToolError answers a tools/call with a result whose isError is set

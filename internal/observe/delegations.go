@@ -58,7 +58,7 @@ func (l *Delegations) start(o *observation) *studioapi.Delegation {
 	defer l.mu.Unlock()
 	l.lastID++
 	d := &studioapi.Delegation{
-		ID: l.lastID, Start: o.start, Agent: o.agent, Tool: o.tool, From: o.from,
+		ID: l.lastID, Start: o.start, Agent: o.agent, Tool: Printable(o.tool), From: Printable(o.from),
 		RunID: o.runID, Outcome: studioapi.OutcomeRunning, TraceID: o.traceID(),
 	}
 	switch {
@@ -87,7 +87,7 @@ func (l *Delegations) finish(d *studioapi.Delegation, o *observation) {
 	if d.RunID == "" {
 		d.RunID = o.runID
 	}
-	d.Message = o.message
+	d.Message = Printable(o.message)
 	d.DurationMS = float64(o.duration) / float64(time.Millisecond)
 	switch {
 	case d.Recovery == studioapi.RecoveryRetrying && (o.kind == "" || o.kind == "tool_error"):
@@ -128,4 +128,11 @@ func (l *Delegations) Recent(n int) []studioapi.Delegation {
 		out = append(out, *d)
 	}
 	return out
+}
+
+// setStatus records what d's result said of how it ended (Delegation.Status).
+func (l *Delegations) setStatus(d *studioapi.Delegation, status string) {
+	l.mu.Lock()
+	d.Status = status
+	l.mu.Unlock()
 }

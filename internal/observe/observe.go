@@ -43,11 +43,6 @@ import (
 // this request, to tell a result from a JSON-RPC error and a tool's own
 // isError. Progress notifications pass through as they come.
 
-// maxSniff bounds what is buffered to parse one response message; a larger
-// one passes through unparsed (outcome "unknown"). Responses come from the
-// agent, not from the client.
-const maxSniff = 4 << 20
-
 // observation is one proxied request.
 type observation struct {
 	agent    string
@@ -167,7 +162,7 @@ func (ob *Observer) Serve(agent string, w http.ResponseWriter, r *http.Request, 
 		ob.Metrics.observe(r.Context(), o)
 		if deleg != nil {
 			ob.Delegations.finish(deleg, o)
-			ob.Runs.finish(call, o, sn.result)
+			ob.Runs.finishAnswer(call, o, &sn.answer)
 		}
 		ob.Series.observe(o)
 	}
@@ -218,8 +213,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// sniffer passes a response through and parses, on the way, the JSON-RPC
-// response to the request (from a JSON body or an SSE stream).
+// sniffer passes a response through and reads, on the way, the JSON-RPC
+// response to the request (from a JSON body or an SSE stream) with a
+// msgScan (scan.go): one pass over the bytes, nothing held back, nothing
+// copied but the bounded members it keeps.
 type sniffer struct {
 	http.ResponseWriter
 	wantID json.RawMessage
@@ -228,14 +225,19 @@ type sniffer struct {
 	status      int
 	wroteHeader bool
 	sse         bool
-	buf         []byte // the JSON body, or the SSE stream's current line
-	data        []byte // the SSE event's data so far
-	overflow    bool
+
+	scan msgScan // the JSON body, or the SSE event's data
+	// The SSE stream's line: its state, and the start of a line read so
+	// far (to tell a data line, "data:").
+	line    lineState
+	field   [5]byte
+	nfield  int
+	hasData bool // the event has a data line (the next is joined with '\n')
 
 	found    bool   // the response to the request was seen
 	answered func() // called when the response is seen in an SSE stream, before it is passed on
 	runID    string
-	result   json.RawMessage // the JSON-RPC result, for the run page
+	answer   answer // the result, for the run record
 	rpcErr   *rpcErrorBody
 	isError  bool
 }
@@ -244,6 +246,15 @@ type rpcErrorBody struct {
 	Code    int64  `json:"code"`
 	Message string `json:"message"`
 }
+
+type lineState uint8
+
+const (
+	lnStart lineState = iota // at the start of a line, reading its field name
+	lnSpace                  // after "data:", an optional space
+	lnData                   // in a data line
+	lnSkip                   // in a line that is not data
+)
 
 func (sn *sniffer) WriteHeader(code int) {
 	if !sn.wroteHeader {
@@ -255,6 +266,16 @@ func (sn *sniffer) WriteHeader(code int) {
 			// Read an error body for its message, whatever the request.
 			sn.parse = true
 		}
+		sn.scan.reset()
+		if code < 400 {
+			// An error body is read whole for its message, whatever its id.
+			sn.scan.stop = sn.notOurs
+		}
+		if !sn.sse {
+			if n, err := strconv.ParseInt(sn.Header().Get("Content-Length"), 10, 64); err == nil {
+				sn.scan.expect(n)
+			}
+		}
 	}
 	sn.ResponseWriter.WriteHeader(code)
 }
@@ -263,7 +284,7 @@ func (sn *sniffer) Write(p []byte) (int, error) {
 	if !sn.wroteHeader {
 		sn.WriteHeader(http.StatusOK)
 	}
-	if sn.parse && !sn.found && !sn.overflow {
+	if sn.parse && !sn.found {
 		sn.feed(p)
 	}
 	return sn.ResponseWriter.Write(p)
@@ -281,86 +302,114 @@ func (sn *sniffer) Unwrap() http.ResponseWriter { return sn.ResponseWriter }
 
 func (sn *sniffer) feed(p []byte) {
 	if !sn.sse {
-		if len(sn.buf)+len(p) > maxSniff {
-			sn.overflow, sn.buf = true, nil
-			return
-		}
-		sn.buf = append(sn.buf, p...)
+		sn.scan.feed(p)
 		return
 	}
 	for len(p) > 0 && !sn.found {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			sn.buf = append(sn.buf, p...)
-			if len(sn.buf) > maxSniff {
-				sn.overflow, sn.buf = true, nil
+		switch sn.line {
+		case lnData:
+			i := bytes.IndexByte(p, '\n')
+			if i < 0 {
+				sn.scan.feed(p)
+				return
 			}
-			return
+			sn.scan.feed(p[:i])
+			p = p[i+1:]
+			sn.line, sn.nfield = lnStart, 0
+		case lnSkip:
+			i := bytes.IndexByte(p, '\n')
+			if i < 0 {
+				return
+			}
+			p = p[i+1:]
+			sn.line, sn.nfield = lnStart, 0
+		case lnSpace:
+			if p[0] == ' ' {
+				p = p[1:]
+			}
+			sn.line = lnData
+		case lnStart:
+			c := p[0]
+			p = p[1:]
+			switch {
+			case c == '\n':
+				if sn.nfield == 0 {
+					sn.eventEnded()
+				}
+				sn.nfield = 0
+			case c == '\r' && sn.nfield == 0:
+				// A blank line ending in CRLF: the '\n' ends the event.
+			case sn.nfield < len("data:") && c == "data:"[sn.nfield]:
+				sn.field[sn.nfield] = c
+				sn.nfield++
+				if sn.nfield == len("data:") {
+					if sn.hasData {
+						sn.scan.feed([]byte{'\n'})
+					}
+					sn.hasData = true
+					sn.line = lnSpace
+				}
+			default:
+				sn.line = lnSkip
+			}
 		}
-		line := append(sn.buf, p[:i]...)
-		sn.buf, p = nil, p[i+1:]
-		sn.sseLine(bytes.TrimSuffix(line, []byte("\r")))
 	}
 	if sn.found && sn.answered != nil {
 		sn.answered()
 	}
 }
 
-// sseLine handles one line of an SSE stream: data lines accumulate, a blank
-// line ends the event.
-func (sn *sniffer) sseLine(line []byte) {
-	if len(line) == 0 {
-		if len(sn.data) > 0 {
-			sn.message(sn.data)
-			sn.data = nil
-		}
-		return
+// eventEnded checks the SSE event just ended for the response.
+func (sn *sniffer) eventEnded() {
+	if sn.hasData {
+		sn.message(&sn.scan)
+		sn.scan.reset()
 	}
-	if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-		if len(sn.data) > 0 {
-			sn.data = append(sn.data, '\n')
-		}
-		sn.data = append(sn.data, bytes.TrimPrefix(rest, []byte(" "))...)
-		if len(sn.data) > maxSniff {
-			sn.overflow, sn.data = true, nil
+	sn.hasData = false
+}
+
+// notOurs tells the scan to skip the rest of a message that is a request
+// or notification, or the response to another request.
+func (sn *sniffer) notOurs(s *msgScan) bool {
+	if raw, ok := s.member(pMethod); ok {
+		if m, ok := decodeString(raw, false); !ok || m != "" {
+			return true
 		}
 	}
+	if s.seen[pID] && sn.wantID != nil {
+		raw, ok := s.member(pID)
+		return !ok || !sameID(raw, sn.wantID)
+	}
+	return false
 }
 
 // message checks one JSON-RPC message for the response to the request.
-func (sn *sniffer) message(b []byte) {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Result *struct {
-			IsError bool `json:"isError"`
-			// The ask tool's structured result names the run it started.
-			Structured *struct {
-				RunID string `json:"run_id"`
-			} `json:"structuredContent"`
-		} `json:"result"`
-		Error *rpcErrorBody `json:"error"`
-	}
-	if json.Unmarshal(b, &m) != nil || m.Method != "" || (m.Result == nil && m.Error == nil) {
+func (sn *sniffer) message(s *msgScan) {
+	if !s.complete() || sn.notOurs(s) {
 		return
 	}
-	if sn.wantID != nil && m.ID != nil && !bytes.Equal(compact(m.ID), compact(sn.wantID)) {
+	isResult := s.resultStart >= 0 && s.resultKind != 'n'
+	if !isResult && !s.errorObj {
 		return
 	}
 	sn.found = true
-	sn.rpcErr = m.Error
-	if m.Result != nil {
-		var raw struct {
-			Result json.RawMessage `json:"result"`
-		}
-		if json.Unmarshal(b, &raw) == nil {
-			sn.result = raw.Result
-		}
-		sn.isError = m.Result.IsError
-		if m.Result.Structured != nil {
-			sn.runID = m.Result.Structured.RunID
-		}
+	if s.errorObj {
+		sn.rpcErr = s.rpcError()
 	}
+	if isResult {
+		if raw, ok := s.member(pIsError); ok {
+			sn.isError = string(raw) == "true"
+		}
+		if raw, ok := s.member(pRunID); ok {
+			sn.runID, _ = decodeString(raw, false)
+		}
+		sn.answer = answer{raw: s.result(), size: s.resultSize(), usage: s.usage(), usageRead: true}
+	}
+}
+
+// sameID reports whether two JSON ids are the same value.
+func sameID(a, b json.RawMessage) bool {
+	return bytes.Equal(a, b) || bytes.Equal(compact(a), compact(b))
 }
 
 func compact(b json.RawMessage) []byte {
@@ -380,20 +429,15 @@ func (sn *sniffer) finish(o *observation, ctx context.Context) {
 	if status >= 400 {
 		// The body is a JSON-RPC error (any id: an HTTP-level error has a
 		// null one) or the studio's {"error": "..."}.
-		var e struct {
-			Error json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(sn.buf, &e) == nil && e.Error != nil {
-			var rpc rpcErrorBody
-			var text string
-			if json.Unmarshal(e.Error, &rpc) == nil && rpc.Message != "" {
-				o.message = rpc.Message
-			} else if json.Unmarshal(e.Error, &text) == nil {
-				o.message = text
+		if s := &sn.scan; !sn.sse && s.complete() {
+			if s.errorObj {
+				o.message = s.rpcError().Message
+			} else if raw, ok := s.member(pError); ok {
+				o.message, _ = decodeString(raw, s.full[pError])
 			}
 		}
-	} else if !sn.sse && len(sn.buf) > 0 && sn.parse {
-		sn.message(sn.buf)
+	} else if !sn.sse && sn.scan.n > 0 && sn.parse && !sn.found {
+		sn.message(&sn.scan)
 	}
 	if o.runID == "" {
 		o.runID = truncate(sn.runID, delegation.MaxRunIDLen)
@@ -413,8 +457,6 @@ func (sn *sniffer) finish(o *observation, ctx context.Context) {
 		o.kind, o.message = "rpc_error", sn.rpcErr.Message
 	case sn.found:
 		o.kind = "tool_error"
-	case sn.overflow:
-		o.kind = "unknown"
 	case ctx.Err() != nil:
 		// The client went away before the answer.
 		o.kind = "canceled"

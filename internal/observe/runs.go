@@ -65,6 +65,22 @@ type callRecord struct {
 	replayed     bool          // the studio re-sent it to the agent's new process
 	payload      int
 	trimmed      bool // lost its payload to the budget
+
+	// What an ask's turn reported it cost (usage.go); kept when the
+	// payloads are trimmed, except stepUsage, which is counted in payload.
+	usage     studioapi.Usage
+	nested    studioapi.Usage
+	stepUsage []studioapi.StepUsage
+	reported  bool   // the result carried a usage
+	turnRun   string // the run id the result names (structuredContent.run_id)
+
+	// What an ask's turn reported of itself (calls.go): why it did not
+	// answer fully, the tool calls it made (counted in payload), and
+	// whether it resumed from its journal.
+	reason    string
+	calls     []studioapi.AgentCall
+	callsLeft int
+	resumed   bool
 }
 
 // runGroup is one run.
@@ -143,7 +159,7 @@ func (l *Runs) start(d *studioapi.Delegation, o *observation) *callRecord {
 		}
 		if json.Unmarshal(o.args, &in) == nil {
 			c.asked = true
-			c.task = Elide(l.scrub.String(in.Task), maxAnswer)
+			c.task = Elide(Printable(l.scrub.String(in.Task)), maxAnswer)
 		}
 	}
 	c.payload = len(c.args) + len(c.task)
@@ -172,14 +188,32 @@ func (l *Runs) start(d *studioapi.Delegation, o *observation) *callRecord {
 	return c
 }
 
+// answer is what the observer read of a call's result for the run record.
+type answer struct {
+	raw  []byte // the result; nil when absent, or too large to have been kept
+	size int    // its length, kept or not
+	// usage is the ask's usage, when usageRead: the sniffer reads it as the
+	// result passes, at any size; otherwise finishAnswer reads it from raw.
+	usage     turnUsage
+	usageRead bool
+}
+
 // finish completes c with the call's answer: result is the JSON-RPC result
 // (nil for an error).
 func (l *Runs) finish(c *callRecord, o *observation, result []byte) {
-	var text, answer string
+	l.finishAnswer(c, o, &answer{raw: result, size: len(result)})
+}
+
+// finishAnswer completes c with what was read of the call's result.
+func (l *Runs) finishAnswer(c *callRecord, o *observation, a *answer) {
+	var text, answer, turnRun, status string
+	var report *turnReport
 	steps := 0
-	if len(result) > maxScrubbed {
-		text = fmt.Sprintf("[a result of %d bytes: too large to keep]", len(result))
+	result := a.raw
+	if a.size > maxScrubbed || result == nil && a.size > 0 {
+		text = fmt.Sprintf("[a result of %d bytes: too large to keep]", a.size)
 		answer = text
+		result = nil
 	} else if len(result) > 0 {
 		var res struct {
 			Content []struct {
@@ -190,7 +224,10 @@ func (l *Runs) finish(c *callRecord, o *observation, result []byte) {
 				Answer *string `json:"answer"`
 				Steps  int     `json:"steps"`
 				RunID  string  `json:"run_id"`
+				Action string  `json:"action"`
+				turnReport
 			} `json:"structuredContent"`
+			IsError bool `json:"isError"`
 		}
 		if json.Unmarshal(result, &res) == nil {
 			var parts []string
@@ -206,13 +243,45 @@ func (l *Runs) finish(c *callRecord, o *observation, result []byte) {
 				if res.Structured.Answer != nil {
 					answer = *res.Structured.Answer
 				}
+				turnRun = res.Structured.RunID
+				if c.asked {
+					report = &res.Structured.turnReport
+				} else if res.IsError {
+					status = confirmStatus(res.Structured.Action)
+				}
 			}
 		}
 	}
+	var calls []studioapi.AgentCall
+	var callsLeft int
+	var reason string
+	if report != nil {
+		status = report.Status
+		if _, known := askBadges[status]; !known && status != studioapi.AskAnswered {
+			status = "" // not a switchboard agent's word
+		}
+		calls, callsLeft = report.calls(l.scrub.String)
+		reason = Elide(Printable(l.scrub.String(report.Reason)), maxReason)
+	}
+	if status != "" {
+		l.deleg.setStatus(c.d, status)
+	}
+	cost := a.usage
+	if c.asked && !a.usageRead && len(result) > 0 {
+		// Apart: a usage of the wrong type (a server that is not a
+		// switchboard agent) must not cost the answer.
+		cost = usageOf(result)
+	}
+	if !c.asked {
+		cost = turnUsage{}
+	}
 	// Redact before the lock: it is the slow part.
 	keptResult := l.bounded(result, maxPayload)
-	keptText := Elide(l.scrub.String(text), maxPayload)
-	keptAnswer := Elide(l.scrub.String(answer), maxAnswer)
+	if result == nil && a.size > 0 {
+		keptResult = fmt.Sprintf("[%d bytes: too large to keep]", a.size)
+	}
+	keptText := Elide(Printable(l.scrub.String(text)), maxPayload)
+	keptAnswer := Elide(Printable(l.scrub.String(answer)), maxAnswer)
 	l.mu.Lock()
 	c.done = true
 	delete(l.openRoots, c)
@@ -222,10 +291,16 @@ func (l *Runs) finish(c *callRecord, o *observation, result []byte) {
 		if c.asked {
 			c.answer = keptAnswer
 			c.steps = steps
+			c.stepUsage = cost.steps()
+			c.calls, c.callsLeft, c.reason = calls, callsLeft, reason
+			c.resumed = report != nil && report.Resumed
 		}
 		l.payload -= c.payload
-		c.payload = len(c.args) + len(c.task) + len(c.result) + len(c.text) + len(c.answer)
+		c.payload = len(c.args) + len(c.task) + len(c.result) + len(c.text) + len(c.answer) + stepUsageBytes(c.stepUsage) + callsBytes(c.calls) + len(c.reason)
 		l.payload += c.payload
+	}
+	if c.asked && cost.Usage != nil {
+		c.reported, c.usage, c.nested, c.turnRun = true, *cost.Usage, cost.NestedUsage, turnRun
 	}
 	if c.run != nil {
 		l.joinLocked(c, o.runID, o.traceID())
@@ -380,7 +455,7 @@ func (l *Runs) trimLocked() {
 		c.trimmed = true
 		l.payload -= c.payload
 		// Keep what identifies the run, short.
-		c.args, c.result, c.text = "", "", ""
+		c.args, c.result, c.text, c.stepUsage, c.calls, c.reason = "", "", "", nil, nil, ""
 		c.task, c.answer = Elide(c.task, 256), Elide(c.answer, 256)
 		c.payload = len(c.task) + len(c.answer)
 		l.payload += c.payload
@@ -477,11 +552,29 @@ func badge(d studioapi.Delegation, c *callRecord) (string, string) {
 		return "ok · no answer", "empty"
 	case d.Outcome == "ok":
 		return "ok", "ok"
-	case d.Outcome == "tool_error" || d.Outcome == "canceled":
+	case d.Outcome == "tool_error" && d.Status != "":
+		if b, ok := askBadges[d.Status]; ok {
+			return b[0], b[1]
+		}
+	}
+	switch d.Outcome {
+	case "tool_error":
+		// The tool answered, with an error in its own words (isError): a
+		// refusal (bad input, a rule it keeps), not a broken hop.
+		return "refused", "refused"
+	case "canceled":
 		return d.Outcome, "warn"
 	}
 	return d.Outcome, "bad"
 }
+
+// failing says whether a badge's tone is a failure of the run; refused,
+// declined, not answered and unavailable are the tools' and models' own
+// answers, counted apart.
+func failing(tone string) bool { return tone == "bad" || tone == "warn" }
+
+// refusing says whether a tone is a tool's or a person's no.
+func refusing(tone string) bool { return tone == "refused" || tone == "declined" }
 
 // root is the call that started the run: the first from outside the fleet,
 // else the first; when its session had expired, the pool's retry of it.
@@ -502,6 +595,19 @@ func (v *runView) root() *callView {
 		return c
 	}
 	return &v.calls[0]
+}
+
+// tallyTone counts a call of the run, by its badge's tone, in the
+// summary's failures, refusals or recoveries.
+func tallyTone(s *studioapi.RunSummary, tone string) {
+	switch {
+	case failing(tone):
+		s.Failures++
+	case refusing(tone):
+		s.Refused++
+	case tone == "recovered":
+		s.Recovered++
+	}
 }
 
 func (v *runView) summary() studioapi.RunSummary {
@@ -525,12 +631,28 @@ func (v *runView) summary() studioapi.RunSummary {
 			s.Delegations++
 		}
 		_, tone := badge(c.Delegation, &c.rec)
-		switch tone {
-		case "bad", "warn":
-			s.Failures++
-		case "recovered":
-			s.Recovered++
+		tallyTone(&s, tone)
+	}
+	// The calls the asks' turns made that the proxy did not see (to the
+	// servers their tools/mcp.json names) are delegations of the run too.
+	hops := v.hops(0, len(v.calls))
+	markProxied(hops)
+	for _, h := range hops {
+		for _, c := range h.Calls {
+			if c.Proxied {
+				continue
+			}
+			s.Delegations++
+			_, tone := callBadge(c)
+			tallyTone(&s, tone)
 		}
+		s.Delegations += h.CallsLeft
+	}
+	for _, st := range r.rec.stepUsage {
+		s.ModelMS += st.DurationMS
+	}
+	for _, c := range r.rec.calls {
+		s.ToolMS += c.DurationMS
 	}
 	if r.Outcome == studioapi.OutcomeRunning {
 		s.DurationMS = float64(time.Since(s.Start)) / float64(time.Millisecond)
@@ -540,23 +662,43 @@ func (v *runView) summary() studioapi.RunSummary {
 	if s.Outcome == "ok" && s.Delegations == 0 && s.Tone == "empty" {
 		s.Badge = "did nothing"
 	}
+	s.Usage = v.usage()
 	return s
 }
 
 func (v *runView) full(from int) studioapi.Run {
-	run := studioapi.Run{RunSummary: v.summary(), Answer: v.root().rec.answer, HopsFrom: from, HopsTotal: len(v.calls)}
-	for i := from; i < len(v.calls) && i < from+studioapi.MaxRunHops; i++ {
+	root := v.root()
+	run := studioapi.Run{RunSummary: v.summary(), Answer: root.rec.answer, StepUsage: root.rec.stepUsage, HopsFrom: from, HopsTotal: len(v.calls)}
+	// Proxied is marked over every hop, not only this page's: a sibling's
+	// hop may be on the next page.
+	all := v.hops(0, len(v.calls))
+	markProxied(all)
+	end := min(len(all), from+studioapi.MaxRunHops)
+	if from < end {
+		run.Hops = all[from:end]
+	}
+	for i := range run.Hops {
+		run.Hops[i].OffsetMS = float64(run.Hops[i].Start.Sub(run.Start)) / float64(time.Millisecond)
+	}
+	return run
+}
+
+// hops is v's calls from..to as hops (OffsetMS not set).
+func (v *runView) hops(from, to int) []studioapi.Hop {
+	out := make([]studioapi.Hop, 0, max(to-from, 0))
+	for i := from; i < to; i++ {
 		c := &v.calls[i]
 		h := studioapi.Hop{
 			Delegation: c.Delegation, Depth: c.rec.depth,
-			OffsetMS:  float64(c.Start.Sub(run.Start)) / float64(time.Millisecond),
 			Arguments: c.rec.args, Result: c.rec.result, Text: c.rec.text,
 			HeldMS: float64(c.rec.held) / float64(time.Millisecond), Replayed: c.rec.replayed,
+			Usage: c.rec.usage, NestedUsage: c.rec.nested, StepUsage: c.rec.stepUsage,
+			Reason: c.rec.reason, Calls: slices.Clone(c.rec.calls), CallsLeft: c.rec.callsLeft, Resumed: c.rec.resumed,
 		}
 		h.Badge, h.Tone = badge(c.Delegation, &c.rec)
-		run.Hops = append(run.Hops, h)
+		out = append(out, h)
 	}
-	return run
+	return out
 }
 
 // List lists runs newest first.
@@ -609,7 +751,7 @@ func (l *Runs) List(f RunFilter) ([]studioapi.RunSummary, bool) {
 func outcomeMatches(want string, s studioapi.RunSummary) bool {
 	switch want {
 	case "failed":
-		return s.Tone == "bad" || s.Tone == "warn" || s.Failures > 0
+		return failing(s.Tone) || s.Tone == "notanswered" || s.Tone == "unavailable" || s.Failures > 0
 	case "recovered":
 		return s.Recovered > 0
 	}

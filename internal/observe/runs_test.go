@@ -152,11 +152,15 @@ func TestRunBadgesTellTheTruth(t *testing.T) {
 		t.Errorf("an ask without an answer: %+v", runs)
 	}
 
-	failed := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1/"})
-	f.end(failed, time.Millisecond, "tool_error", "", map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": "position 2: expected a number"}}})
-	runs, _ = f.calls.List(RunFilter{Outcome: "failed"})
-	if len(runs) != 1 || runs[0].Badge != "tool_error" || runs[0].Tone != "warn" {
-		t.Fatalf("failed runs %+v", runs)
+	// A tool's own error (isError) is its refusal, not a failure of the run.
+	refused := f.begin("abacus", "calculate", "", 0, "", map[string]string{"expression": "1/"})
+	f.end(refused, time.Millisecond, "tool_error", "", map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": "position 2: expected a number"}}})
+	if runs, _ := f.calls.List(RunFilter{Outcome: "failed"}); len(runs) != 0 {
+		t.Fatalf("a refusal listed as failed: %+v", runs)
+	}
+	runs, _ = f.calls.List(RunFilter{Limit: 1})
+	if len(runs) != 1 || runs[0].Badge != "refused" || runs[0].Tone != "refused" || runs[0].Failures != 0 || runs[0].Refused != 1 {
+		t.Fatalf("a refused call's run %+v", runs)
 	}
 	run, _ = f.calls.Run(runs[0].ID)
 	if run.Hops[0].Text != "position 2: expected a number" {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/proxy/sessionstore"
 )
 
 // Session continuity: a session-era (2025-11-25) client keeps its session
@@ -54,9 +55,15 @@ import (
 // untouched (to the 404 it deserves).
 //
 // Bounds: at most maxKeptSessions sessions are kept, and at most
-// maxKeptBytes of messages per session; past either, a session works as
-// before, without continuity. What is kept lives in the studio's memory: a
-// studio restart ends every session, as it always did.
+// maxKeptBytes of setup per session; past either, a session works as
+// before, without continuity.
+//
+// What is kept is the params of those requests (initialize's without its
+// _meta, the level, the subscribed uris), never a header or a tool's
+// arguments; the replay rebuilds the messages. With a Store
+// (continuity_store.go) it also outlives the process: a studio or an
+// agent that restarts finds its clients' sessions there, and an agent's
+// replicas on one PostgreSQL database find each other's.
 
 // maxKeptSessions bounds the sessions continuity keeps: the proxy's
 // middleware holds at most as many bindings.
@@ -95,11 +102,20 @@ type Continuity struct {
 	// CloseAt, set before the first request, is where Expire sends its
 	// DELETE; nil or a nil answer: the session is not closed upstream.
 	CloseAt func() *url.URL
+	// Store, set before the first request, keeps the sessions beyond this
+	// process (continuity_store.go); nil: memory only.
+	Store   sessionstore.Store
 	closing sync.WaitGroup // expire's DELETEs in flight
+
+	// life ends with EndStreams: the GET streams it carries and the
+	// requests waiting for a renewal end with it.
+	life    context.Context
+	endLife context.CancelFunc
 
 	mu       sync.Mutex              // protects following fields, and every keptSession's mutable fields
 	sessions map[string]*keptSession // by the client's session id
 	renewals int                     // upstream sessions re-established
+	restored int                     // sessions read back from the Store
 }
 
 // NewContinuity returns the continuity of one agent's sessions, sent on
@@ -108,7 +124,30 @@ func NewContinuity(base http.RoundTripper, ttl time.Duration, logger *slog.Logge
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Continuity{base: base, ttl: ttl, now: time.Now, logger: logger, sessions: make(map[string]*keptSession)}
+	c := &Continuity{base: base, ttl: ttl, now: time.Now, logger: logger, sessions: make(map[string]*keptSession)}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	return c
+}
+
+// ErrStreamsEnded is why a request continuity carried ended early: its
+// owner called EndStreams (the studio is closing).
+var ErrStreamsEnded = errors.New("session continuity: streams ended, the proxy is closing")
+
+// EndStreams ends every GET stream continuity carries and every request
+// waiting for a session's renewal, now and from now on, so that their
+// handlers return: a client holds its standalone stream open for as long
+// as the session lives, and http.Server.Shutdown would wait for it in
+// vain. A POST (a call, its answer streamed or not) is left to finish or
+// to end with its agent. It is idempotent.
+func (c *Continuity) EndStreams() { c.endLife() }
+
+// SetClock sets the clock by which sessions are idle (default time.Now);
+// call it before the first request, with the clock of the middleware in
+// front, so that both agree on when a session expired.
+func (c *Continuity) SetClock(now func() time.Time) {
+	if now != nil {
+		c.now = now
+	}
 }
 
 // keptSession is what continuity knows of one client session. Every field
@@ -117,16 +156,18 @@ type keptSession struct {
 	cred string // digest of the Authorization that created it
 	// auth is that Authorization itself, which the agent bound the
 	// session to: expire's DELETE must carry it. Never rendered.
-	auth        string
-	upstream    string // the agent's session id it maps to now
-	initialize  []byte
-	initialized []byte // nil: not seen yet (a minimal one is sent)
-	version     string // MCP-Protocol-Version the client uses; "" until seen
-	setLevel    []byte
-	subscribe   map[string][]byte // resources/subscribe bodies by uri
-	size        int               // bytes of the above
+	auth     string
+	upstream string // the agent's session id it maps to now
+	// initParams are the params of the client's initialize, without _meta.
+	initParams  json.RawMessage
+	initialized bool            // the client sent notifications/initialized
+	version     string          // MCP-Protocol-Version the client uses; "" until seen
+	level       string          // the last logging/setLevel's level; "": none
+	subscribed  map[string]bool // the uris of resources/subscribe, less unsubscribes
+	size        int             // bytes of the above
 	lastUsed    time.Time
-	renewing    *renewal // non-nil while one re-establishment runs
+	persisted   time.Time // the last use the Store was told of
+	renewing    *renewal  // non-nil while one re-establishment runs
 	// streams: which request each call stream answers, by stream id, the
 	// oldest first in streamOrder (continuity_streams.go).
 	streams     map[string]keptStream
@@ -155,10 +196,11 @@ func credDigest(r *http.Request) string {
 
 // forget drops the client session id (DELETEd, or expired in the
 // middleware's table).
-func (c *Continuity) forget(id string) {
+func (c *Continuity) forget(ctx context.Context, id string) {
 	c.mu.Lock()
 	delete(c.sessions, id)
 	c.mu.Unlock()
+	c.unstore(ctx, id, time.Time{})
 }
 
 // closeTimeout bounds Expire's DELETE of one session at the agent.
@@ -179,6 +221,9 @@ func (c *Continuity) Expire(id string) {
 		delete(c.sessions, id)
 	}
 	c.mu.Unlock()
+	// Only if no replica has used it since: the binding was idle here,
+	// not necessarily everywhere.
+	c.unstore(context.Background(), id, c.horizon())
 	if c.CloseAt == nil {
 		return
 	}
@@ -220,8 +265,23 @@ func (c *Continuity) Kept() (sessions, renewals int) {
 	return len(c.sessions), c.renewals
 }
 
-// RoundTrip sends req upstream, on the session it maps to now.
+// Restored reports how many sessions were read back from the Store.
+func (c *Continuity) Restored() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.restored
+}
+
+// RoundTrip sends req upstream, on the session it maps to now. A GET (a
+// stream that may stay open indefinitely) lasts until EndStreams at most.
 func (c *Continuity) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		return c.roundTrip(req)
+	}
+	return RoundTripWithin(c.life, ErrStreamsEnded, req, c.roundTrip)
+}
+
+func (c *Continuity) roundTrip(req *http.Request) (*http.Response, error) {
 	id := req.Header.Get(mcphttp.SessionIDHeader)
 	msg, _ := mcphttp.MessageFrom(req.Context())
 	if id == "" {
@@ -241,16 +301,28 @@ func (c *Continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var up string
 	var resume resumption
+	var touch time.Time
 	if ks != nil {
 		ks.lastUsed = c.now()
 		up = ks.upstream
+		if ks.auth == "" {
+			// Restored from the Store, which keeps no credential: this
+			// request's is the one (its digest matched).
+			ks.auth = req.Header.Get("Authorization")
+		}
 		if req.Method == http.MethodGet {
 			resume = ks.resumptionLocked(req.Header.Get("Last-Event-ID"))
+		}
+		if c.Store != nil && ks.lastUsed.Sub(ks.persisted) >= c.touchEvery() {
+			ks.persisted, touch = ks.lastUsed, ks.lastUsed
 		}
 	}
 	c.mu.Unlock()
 	if ks == nil {
 		return c.base.RoundTrip(req)
+	}
+	if !touch.IsZero() {
+		c.touchStored(req.Context(), id, touch)
 	}
 	if resume == resumeLost {
 		lost, _ := c.lostStream(req, ks, req.Header.Get("Last-Event-ID"))
@@ -269,7 +341,7 @@ func (c *Continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.Body.Close()
 	if req.Method == http.MethodDelete {
 		// The session the client is ending is already gone upstream.
-		c.forget(id)
+		c.forget(req.Context(), id)
 		return synthesized(req, http.StatusNoContent, nil, nil), nil
 	}
 	if lei := req.Header.Get("Last-Event-ID"); lei != "" && req.Method == http.MethodGet {
@@ -284,7 +356,7 @@ func (c *Continuity) RoundTrip(req *http.Request) (*http.Response, error) {
 	up, err = c.renew(req.Context(), ks, up, sent)
 	switch {
 	case errors.Is(err, errNotRenewable):
-		c.forget(id)
+		c.forget(req.Context(), id)
 		c.logger.Info("continuity: the agent refused to re-establish a session; the client gets its 404", "err", err)
 		return synthesized(req, http.StatusNotFound, resp.Header, notFound), nil
 	case err != nil:
@@ -334,7 +406,7 @@ func (c *Continuity) answered(req *http.Request, msg *mcphttp.Message, id string
 		return resp, nil
 	}
 	if req.Method == http.MethodDelete {
-		c.forget(id)
+		c.forget(req.Context(), id)
 		return resp, nil
 	}
 	if msg == nil || req.Method != http.MethodPost {
@@ -345,65 +417,92 @@ func (c *Continuity) answered(req *http.Request, msg *mcphttp.Message, id string
 	case "notifications/initialized", "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
 		body := bodyOf(req)
 		c.mu.Lock()
-		c.recordLocked(ks, msg.Method, body, req.Header.Get("MCP-Protocol-Version"))
+		changed := c.recordLocked(ks, msg.Method, body, req.Header.Get("MCP-Protocol-Version"))
+		var rec sessionstore.Record
+		if changed {
+			rec = c.recordOfLocked(id, ks)
+		}
 		c.mu.Unlock()
+		if changed {
+			// Before the answer reaches the client: its next request may
+			// reach another replica, or this process's successor.
+			c.store(req.Context(), rec)
+		}
 	}
 	return resp, nil
 }
 
-// recordLocked keeps body as the session's latest message of its kind,
-// within maxKeptBytes.
-func (c *Continuity) recordLocked(ks *keptSession, method string, body []byte, version string) {
+// recordLocked records what the request of method with body changes in
+// the session's setup, within maxKeptBytes, and reports whether anything
+// changed. Only params are kept: the level, a subscription's uri.
+func (c *Continuity) recordLocked(ks *keptSession, method string, body []byte, version string) bool {
 	if body == nil {
-		return
+		return false
 	}
-	var slot *[]byte
-	var uri string
+	var p struct {
+		Params struct {
+			URI   string `json:"uri"`
+			Level string `json:"level"`
+		} `json:"params"`
+	}
+	if method != "notifications/initialized" && json.Unmarshal(body, &p) != nil {
+		return false
+	}
 	switch method {
 	case "notifications/initialized":
-		slot = &ks.initialized
-		if version != "" {
+		changed := !ks.initialized || (version != "" && version != ks.version)
+		ks.initialized = true
+		if version != "" && len(version) <= maxVersionBytes {
+			ks.size += len(version) - len(ks.version)
 			ks.version = version
 		}
+		return changed
 	case "logging/setLevel":
-		slot = &ks.setLevel
-	case "resources/subscribe", "resources/unsubscribe":
-		var p struct {
-			Params struct {
-				URI string `json:"uri"`
-			} `json:"params"`
+		level := p.Params.Level
+		if level == "" || level == ks.level || ks.size-len(ks.level)+len(level) > maxKeptBytes {
+			return false
 		}
-		if json.Unmarshal(body, &p) != nil || p.Params.URI == "" {
-			return
+		ks.size += len(level) - len(ks.level)
+		ks.level = level
+		return true
+	case "resources/unsubscribe":
+		if uri := p.Params.URI; ks.subscribed[uri] {
+			delete(ks.subscribed, uri)
+			ks.size -= len(uri)
+			return true
 		}
-		uri = p.Params.URI
-		old := ks.subscribe[uri]
-		if method == "resources/unsubscribe" {
-			ks.size -= len(old) + len(uri)
-			delete(ks.subscribe, uri)
-			return
+		return false
+	case "resources/subscribe":
+		uri := p.Params.URI
+		if uri == "" || ks.subscribed[uri] || len(ks.subscribed) >= maxKeptSubscriptions || ks.size+len(uri) > maxKeptBytes {
+			return false
 		}
-		if old == nil && len(ks.subscribe) >= maxKeptSubscriptions {
-			return
+		if ks.subscribed == nil {
+			ks.subscribed = make(map[string]bool)
 		}
-		if ks.subscribe == nil {
-			ks.subscribe = make(map[string][]byte)
-		}
-		if ks.size-len(old)+len(body)+len(uri) > maxKeptBytes {
-			return
-		}
-		if old == nil {
-			ks.size += len(uri)
-		}
-		ks.size += len(body) - len(old)
-		ks.subscribe[uri] = body
-		return
+		ks.subscribed[uri] = true
+		ks.size += len(uri)
+		return true
 	}
-	if ks.size-len(*slot)+len(body) > maxKeptBytes {
-		return
+	return false
+}
+
+// maxVersionBytes bounds a protocol version kept (they are dates).
+const maxVersionBytes = 32
+
+// initializeParams returns the params of an initialize body without their
+// _meta (a trace context, a client's own extensions: nothing the new
+// session needs, and nothing to keep on disk).
+func initializeParams(body []byte) (json.RawMessage, bool) {
+	var m struct {
+		Params map[string]json.RawMessage `json:"params"`
 	}
-	ks.size += len(body) - len(*slot)
-	*slot = body
+	if json.Unmarshal(body, &m) != nil || m.Params == nil {
+		return nil, false
+	}
+	delete(m.Params, "_meta")
+	b, err := json.Marshal(m.Params)
+	return b, err == nil
 }
 
 // initialize forwards a new session's initialize and keeps it.
@@ -417,17 +516,28 @@ func (c *Continuity) initialize(req *http.Request) (*http.Response, error) {
 	if id == "" || body == nil || len(body) > maxKeptBytes {
 		return resp, nil // stateless, or too big to keep: no continuity
 	}
-	ks := &keptSession{cred: credDigest(req), auth: req.Header.Get("Authorization"), upstream: id, standalone: id, initialize: body, size: len(body), lastUsed: c.now()}
+	params, ok := initializeParams(body)
+	if !ok {
+		return resp, nil
+	}
+	now := c.now()
+	ks := &keptSession{cred: credDigest(req), auth: req.Header.Get("Authorization"), upstream: id, standalone: id,
+		initParams: params, size: len(params), lastUsed: now, persisted: now}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if len(c.sessions) >= maxKeptSessions {
 		c.pruneLocked()
 	}
 	if len(c.sessions) >= maxKeptSessions {
+		c.mu.Unlock()
 		c.logger.Debug("continuity: keeping as many sessions as allowed; this one has none", "max", maxKeptSessions)
 		return resp, nil
 	}
 	c.sessions[id] = ks
+	rec := c.recordOfLocked(id, ks)
+	c.mu.Unlock()
+	// Kept before the client has the answer, so that its next request
+	// finds it wherever it lands.
+	c.store(req.Context(), rec)
 	return resp, nil
 }
 
@@ -462,14 +572,15 @@ func (c *Continuity) renew(ctx context.Context, ks *keptSession, failed string, 
 		rn = &renewal{done: make(chan struct{})}
 		ks.renewing = rn
 		snap := *ks // the replay reads a copy, outside the lock
-		snap.subscribe = make(map[string][]byte, len(ks.subscribe))
-		for uri, b := range ks.subscribe {
-			snap.subscribe[uri] = b
+		snap.subscribed = make(map[string]bool, len(ks.subscribed))
+		for uri := range ks.subscribed {
+			snap.subscribed[uri] = true
 		}
 		c.mu.Unlock()
 		go func() {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), renewTimeout)
 			defer cancel()
+			defer context.AfterFunc(c.life, cancel)()
 			rn.up, rn.err = c.establish(wctx, &snap, sent)
 			c.mu.Lock()
 			if rn.err == nil {
@@ -488,6 +599,8 @@ func (c *Continuity) renew(ctx context.Context, ks *keptSession, failed string, 
 		return rn.up, rn.err
 	case <-ctx.Done():
 		return "", ctx.Err()
+	case <-c.life.Done():
+		return "", ErrStreamsEnded
 	}
 }
 
@@ -506,6 +619,10 @@ func (c *Continuity) establish(ctx context.Context, ks *keptSession, sent *http.
 			return nil, nil, err
 		}
 		r.Header = hdr.Clone()
+		// As the request that met the 404 was addressed: in-process
+		// (HandlerTransport), go-sdk checks Host against its loopback
+		// listener.
+		r.Host = sent.Host
 		if session != "" {
 			r.Header.Set(mcphttp.SessionIDHeader, session)
 		}
@@ -527,7 +644,7 @@ func (c *Continuity) establish(ctx context.Context, ks *keptSession, sent *http.
 		}
 		return resp, b, nil
 	}
-	resp, body, err := post(ks.initialize, "")
+	resp, body, err := post(replayMessage("initialize", ks.initParams), "")
 	if err != nil {
 		return "", fmt.Errorf("initialize: %w", err)
 	}
@@ -542,16 +659,14 @@ func (c *Continuity) establish(ctx context.Context, ks *keptSession, sent *http.
 	if version != "" {
 		hdr.Set("MCP-Protocol-Version", version)
 	}
-	initialized := ks.initialized
-	if initialized == nil {
-		initialized = []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	replays := [][]byte{[]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)}
+	if ks.level != "" {
+		p, _ := json.Marshal(map[string]string{"level": ks.level})
+		replays = append(replays, replayMessage("logging/setLevel", p))
 	}
-	replays := [][]byte{initialized}
-	if ks.setLevel != nil {
-		replays = append(replays, ks.setLevel)
-	}
-	for _, b := range ks.subscribe {
-		replays = append(replays, b)
+	for uri := range ks.subscribed {
+		p, _ := json.Marshal(map[string]string{"uri": uri})
+		replays = append(replays, replayMessage("resources/subscribe", p))
 	}
 	for _, b := range replays {
 		if _, _, err := post(b, up); err != nil {
@@ -560,6 +675,13 @@ func (c *Continuity) establish(ctx context.Context, ks *keptSession, sent *http.
 	}
 	c.logger.Info("continuity: re-established a session after the agent's restart", "upstream", sent.URL.Host)
 	return up, nil
+}
+
+// replayMessage is the request continuity sends in the client's place,
+// with an id of its own: the answer is read by continuity, not the client.
+func replayMessage(method string, params json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "switchboard-continuity", "method": method, "params": params})
+	return b
 }
 
 // negotiatedVersion finds result.protocolVersion in an initialize answer,

@@ -175,27 +175,27 @@ func withoutEmpty(methods []string) []string {
 // itself is untouched).
 func TestContinuityBounds(t *testing.T) {
 	c := NewContinuity(nil, testSessionTTL, nil)
-	ks := &keptSession{initialize: make([]byte, 100), size: 100}
-	big := bytes.Repeat([]byte("x"), maxKeptBytes)
+	ks := &keptSession{initParams: make([]byte, 100), size: 100}
+	big := []byte(`{"params":{"level":"` + strings.Repeat("x", maxKeptBytes) + `"}}`)
 	c.recordLocked(ks, "logging/setLevel", big, "")
-	if ks.setLevel != nil || ks.size != 100 {
+	if ks.level != "" || ks.size != 100 {
 		t.Errorf("a setLevel past maxKeptBytes was kept: size %d", ks.size)
 	}
-	c.recordLocked(ks, "logging/setLevel", []byte(`{"level":"info"}`), "")
-	c.recordLocked(ks, "logging/setLevel", []byte(`{"level":"debug"}`), "")
-	if string(ks.setLevel) != `{"level":"debug"}` || ks.size != 100+len(`{"level":"debug"}`) {
-		t.Errorf("the last setLevel should replace the first: %s, size %d", ks.setLevel, ks.size)
+	c.recordLocked(ks, "logging/setLevel", []byte(`{"params":{"level":"info"}}`), "")
+	c.recordLocked(ks, "logging/setLevel", []byte(`{"params":{"level":"debug"}}`), "")
+	if ks.level != "debug" || ks.size != 100+len("debug") {
+		t.Errorf("the last setLevel should replace the first: %q, size %d", ks.level, ks.size)
 	}
 	for i := range maxKeptSubscriptions + 10 {
 		c.recordLocked(ks, "resources/subscribe", []byte(`{"params":{"uri":"file:///`+strings.Repeat("a", i)+`"}}`), "")
 	}
-	if len(ks.subscribe) != maxKeptSubscriptions {
-		t.Errorf("%d subscriptions kept, want the cap %d", len(ks.subscribe), maxKeptSubscriptions)
+	if len(ks.subscribed) != maxKeptSubscriptions {
+		t.Errorf("%d subscriptions kept, want the cap %d", len(ks.subscribed), maxKeptSubscriptions)
 	}
 	before := ks.size
 	c.recordLocked(ks, "resources/unsubscribe", []byte(`{"params":{"uri":"file:///"}}`), "")
-	if len(ks.subscribe) != maxKeptSubscriptions-1 || ks.size >= before {
-		t.Errorf("unsubscribe: %d kept, size %d (was %d)", len(ks.subscribe), ks.size, before)
+	if len(ks.subscribed) != maxKeptSubscriptions-1 || ks.size >= before {
+		t.Errorf("unsubscribe: %d kept, size %d (was %d)", len(ks.subscribed), ks.size, before)
 	}
 	if ks.size > maxKeptBytes {
 		t.Errorf("size %d past maxKeptBytes", ks.size)
@@ -228,7 +228,7 @@ func TestContinuityKeepsAtMostMaxSessions(t *testing.T) {
 	}
 	initialize := func() {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, "http://agent.invalid/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`))
+		req, _ := http.NewRequest(http.MethodPost, "http://agent.invalid/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`))
 		if _, err := c.initialize(req); err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,8 @@
 // whose connection a dead agent refused to its new process (redial.go);
 // Continuity keeps a client's session, and tells it what became of its
 // streams, across the agent's restarts (continuity.go,
-// continuity_streams.go). What passes through is observed elsewhere
+// continuity_streams.go); a call's stream the agent cut mid-way still ends
+// with the call's typed error (cut.go). What passes through is observed elsewhere
 // (package observe); which agent runs where is the supervisor's.
 package proxy
 
@@ -14,14 +15,14 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
+	"github.com/switchboard-run/switchboard/internal/rpccode"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -38,7 +39,10 @@ import (
 //   - Origin is checked here and not forwarded: the browser talks to the
 //     studio, and the agent behind it sees a loopback request from the
 //     studio, whose Host is the agent's own address.
-//   - Errors are JSON-RPC error bodies, so an MCP client shows them.
+//   - Errors are JSON-RPC error bodies, so an MCP client shows them. A call
+//     the agent dropped is answered with its own id and
+//     rpccode.OutcomeUnknown: by ErrorHandler before the agent's headers,
+//     by one last SSE event after them (cut.go).
 
 // Options configure New. The zero value of every field means its
 // default.
@@ -91,7 +95,14 @@ func NewRouted(target Target, opts *Options) *mcphttp.Handler {
 			pr.Out.Header.Del("Origin")
 			pr.Out.Header.Del(studioapi.HeaderAgentKey) // the studio's to check, nobody else's to see
 		},
+		// A call's SSE stream cut after its headers still ends with the
+		// call's typed error (cut.go).
+		ModifyResponse: func(resp *http.Response) error {
+			watchCut(resp, func() string { _, name := target(resp.Request); return name }, logger)
+			return nil
+		},
 		FlushInterval: -1,
+		BufferPool:    copyBuffers,
 		Transport:     o.Transport,
 		ErrorLog:      log.New(proxyErrorLog{logger}, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -100,9 +111,35 @@ func NewRouted(target Target, opts *Options) *mcphttp.Handler {
 				// The client went away; nobody is left to answer.
 				return
 			}
+			if errors.Is(err, ErrNotSent) {
+				// Proved unsent (redial.go), and not sent again: nothing
+				// ran, and the client may send it again.
+				logger.Info("proxy: request not sent", "agent", name, "method", r.Method, "err", err)
+				w.Header().Set("Retry-After", "1")
+				mcphttp.WriteJSONRPCError(w, http.StatusServiceUnavailable, nil, CodeServerError,
+					fmt.Sprintf("agent %s closed the connection before the request was sent; nothing ran: %v", name, err))
+				return
+			}
 			logger.Warn("proxy: upstream request failed", "agent", name, "method", r.Method, "err", err)
-			// 502: the agent did not answer. A POST that reached it may have
-			// run; a client must not assume otherwise.
+			if m, ok := mcphttp.MessageFrom(r.Context()); ok && r.Method == http.MethodPost && m.Method != "" && len(m.ID) > 0 {
+				// A request that went to the agent, which died (or cut the
+				// connection) before it answered: it may have run. The
+				// client gets that, typed, as the answer to its own
+				// request: rpccode.OutcomeUnknown with the request's id,
+				// in a 200, as the session era's resumed stream says it
+				// (continuity_streams.go). A 502 with a null id was
+				// outside any JSON-RPC exchange: the TypeScript SDK and
+				// @openai/agents then fail the call with the HTTP status
+				// alone ("502", -32000 in @openai/agents' words), and
+				// nothing says which call, or that it may have run.
+				mcphttp.WriteJSONRPCErrorData(w, http.StatusOK, m.ID, rpccode.OutcomeUnknown,
+					fmt.Sprintf("agent %s did not answer %s: %v; it may have run, and its outcome is unknown", name, m.Method, err),
+					map[string]any{"agent": name, "outcomeUnknown": true})
+				return
+			}
+			// 502: the agent did not answer a notification, a response,
+			// or a GET or DELETE. Whatever reached it may have taken
+			// effect; a client must not assume otherwise.
 			mcphttp.WriteJSONRPCError(w, http.StatusBadGateway, nil, CodeServerError,
 				fmt.Sprintf("agent %s did not answer: %v", name, err))
 		},
@@ -123,6 +160,32 @@ func NewRouted(target Target, opts *Options) *mcphttp.Handler {
 	return mcphttp.New(methods, mo)
 }
 
+// copyBuffers lends ReverseProxy the buffer it copies a response through.
+// Without a pool it allocates 32 KiB per request: half of what the studio
+// allocated per small call, and most of the garbage its collector then
+// spent CPU on.
+var copyBuffers httputil.BufferPool = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+// copyBufferSize is ReverseProxy's own default.
+const copyBufferSize = 32 << 10
+
+func (bp *bufferPool) Get() []byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (bp *bufferPool) Put(b []byte) {
+	if cap(b) != copyBufferSize {
+		return
+	}
+	b = b[:copyBufferSize]
+	bp.p.Put(&b)
+}
+
 // proxyErrorLog receives ReverseProxy's own log lines. The one it writes
 // every time an agent dies mid-response ("httputil: ReverseProxy read error
 // during body copy: unexpected EOF") is an event the studio reports in its
@@ -140,24 +203,8 @@ func (l proxyErrorLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// CodeServerError is JSON-RPC's implementation-defined server error, the
-// code of every error the proxy (and the studio's routes) answer.
-const CodeServerError = -32000
-
-// NewTransport returns the transport the proxy uses to reach agents on
-// loopback: no proxy from the environment, no keep-alive.
-func NewTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy = nil // agents are on loopback; HTTP_PROXY must not capture them
-	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	// No keep-alive to the agents. A request written to an idle connection
-	// whose process has just died fails with a reset that nobody can tell
-	// from the process dying mid-request, so the caller would have to be told
-	// "outcome unknown". On a fresh connection a dead agent refuses the
-	// connect, which proves nothing was sent, and redialTransport sends the
-	// request to the agent's new process. A loopback connect costs far less
-	// than an MCP call.
-	t.DisableKeepAlives = true
-	t.ForceAttemptHTTP2 = false
-	return t
-}
+// CodeServerError is JSON-RPC's generic server error (rpccode.ServerError),
+// the code of the proxy's and the studio's routes' refusals that a program
+// need not tell apart (no such agent, agent restarting, not sent). A call
+// the proxy forwarded and lost is rpccode.OutcomeUnknown instead.
+const CodeServerError = rpccode.ServerError

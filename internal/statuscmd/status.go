@@ -1,7 +1,8 @@
 // Package statuscmd is `switchboard status`: the state of a running studio
 // at a glance, on a terminal. It reads what any other client can: the
 // studio's /api/overview (agents, tools, pools, recent delegations) and its
-// /metrics (call counts, errors and latency per agent), parsed with the
+// /metrics (call counts, errors and latency per agent, and the requests
+// and tokens of each agent's model), parsed with the
 // Prometheus text parser, so what it prints is what a Prometheus server
 // would scrape, and its /api/auth (the sign-in state of the agents' OAuth
 // servers).
@@ -17,8 +18,10 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,6 +32,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/authstate"
 	"github.com/switchboard-run/switchboard/internal/cli"
+	"github.com/switchboard-run/switchboard/internal/observe"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 )
 
@@ -101,6 +105,19 @@ type AgentCalls struct {
 	// Prometheus's histogram_quantile does; zero without calls.
 	P50MS float64 `json:"p50_ms"`
 	P95MS float64 `json:"p95_ms"`
+	// What the agent's own model turns made and cost, from its federated
+	// counters (switchboard_model_*, process=<agent>): since the agent's
+	// process started, so a restart begins them again.
+	ModelRequests    int64   `json:"model_requests"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	CostUSD          float64 `json:"cost_usd,omitempty"`
+	// ResumableRuns counts the agent's journaled runs that may be resumed
+	// (interrupted, failed; docs/DURABILITY.md §3), of the credential
+	// status sends; nil when its journal cannot be read now, and
+	// ResumableError says why.
+	ResumableRuns  *int   `json:"resumable_runs,omitempty"`
+	ResumableError string `json:"resumable_error,omitempty"`
 }
 
 type client struct {
@@ -177,7 +194,39 @@ func (c *client) status(ctx context.Context) (*Status, error) {
 		return nil, fmt.Errorf("reading %s/metrics: %w", c.base, err)
 	}
 	st.Calls = summarize(st.Agents, fams)
+	for i := range st.Calls {
+		a := &st.Calls[i]
+		n, err := a.resumable(ctx, c)
+		if err != nil {
+			a.ResumableError = err.Error()
+			continue
+		}
+		a.ResumableRuns = &n
+	}
 	return st, nil
+}
+
+// resumable reads how many of the agent's journaled runs may be resumed.
+func (a *AgentCalls) resumable(ctx context.Context, c *client) (int, error) {
+	resp, err := c.get(ctx, "/api/agents/"+url.PathEscape(a.Agent)+"/runs?limit=1", "application/json")
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) {
+			var msg struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal([]byte(se.body), &msg) == nil && msg.Error != "" {
+				return 0, errors.New(msg.Error)
+			}
+		}
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var list studioapi.JournalRuns
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return 0, fmt.Errorf("reading agent %s's runs: %w", a.Agent, err)
+	}
+	return list.Resumable, nil
 }
 
 // summarize reads tool call counts, errors and latency per agent from the
@@ -208,6 +257,27 @@ func summarize(agents []studioapi.AgentInfo, fams map[string]*dto.MetricFamily) 
 		for _, m := range mf.GetMetric() {
 			a := label(m, "agent")
 			hists[a] = append(hists[a], m.GetHistogram())
+		}
+	}
+	if mf := fams[studioapi.MetricModelRequests]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			at(label(m, "process")).ModelRequests += int64(m.GetCounter().GetValue())
+		}
+	}
+	if mf := fams[studioapi.MetricModelTokens]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			ac, n := at(label(m, "process")), int64(m.GetCounter().GetValue())
+			switch label(m, "kind") {
+			case studioapi.TokenKindPrompt:
+				ac.PromptTokens += n
+			case studioapi.TokenKindCompletion:
+				ac.CompletionTokens += n
+			}
+		}
+	}
+	if mf := fams[studioapi.MetricModelCost]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			at(label(m, "process")).CostUSD += m.GetCounter().GetValue()
 		}
 	}
 	var out []AgentCalls
@@ -271,27 +341,38 @@ func quantile(q float64, hs []*dto.Histogram) float64 {
 }
 
 func (st *Status) print(w io.Writer) {
-	running := 0
+	running, remote := 0, 0
 	for _, a := range st.Agents {
-		if a.State == studioapi.StateRunning {
+		switch a.State {
+		case studioapi.StateRunning:
 			running++
+		case studioapi.StateRemote:
+			remote++
 		}
 	}
-	fmt.Fprintf(w, "studio %s: %d agents, %d running\n\n", st.URL, len(st.Agents), running)
+	fmt.Fprintf(w, "studio %s: %d agents, %d running", st.URL, len(st.Agents), running)
+	if remote > 0 {
+		fmt.Fprintf(w, ", %d on other hosts", remote)
+	}
+	fmt.Fprint(w, "\n\n")
 
 	calls := map[string]AgentCalls{}
 	for _, c := range st.Calls {
 		calls[c.Agent] = c
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tSTATE\tRESTARTS\tCALLS\tERRORS\tP50\tP95\tTOOLS")
+	fmt.Fprintln(tw, "AGENT\tSTATE\tRESTARTS\tCALLS\tERRORS\tP50\tP95\tMODEL REQS\tTOKENS\tTOOLS")
 	for _, a := range st.Agents {
 		c := calls[a.Name]
 		tools := strings.Join(a.Tools, ", ")
 		if a.ToolsError != "" {
 			tools = "(" + a.ToolsError + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", a.Name, stateText(a), a.Restarts, c.Calls, c.Errors, ms(c.P50MS), ms(c.P95MS), tools)
+		reqs, toks := "-", "-"
+		if c.ModelRequests > 0 {
+			reqs, toks = thousands(c.ModelRequests), tokens(c)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Name, stateText(a), a.Restarts, c.Calls, c.Errors, ms(c.P50MS), ms(c.P95MS), reqs, toks, tools)
 	}
 	tw.Flush()
 	for _, a := range st.Agents {
@@ -300,8 +381,19 @@ func (st *Status) print(w io.Writer) {
 			fmt.Fprintf(w, "  %s exited at %s: %s\n", a.Name, a.LastErrorAt.Local().Format(time.TimeOnly), a.LastError)
 		case a.LastError != "":
 			fmt.Fprintf(w, "  %s exited: %s\n", a.Name, a.LastError)
+		case a.Remote != nil:
+			line := fmt.Sprintf("  %s runs at %s", a.Name, a.Remote.URL)
+			if a.Remote.Error != "" {
+				line += ": " + a.Remote.Error
+			}
+			if a.Remote.Metrics == studioapi.MetricsNone {
+				line += " (serves no /metrics)"
+			}
+			fmt.Fprintln(w, line)
 		}
 	}
+
+	st.printResumable(w)
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -332,12 +424,20 @@ func (st *Status) print(w io.Writer) {
 		if d.Outcome != studioapi.OutcomeRunning {
 			dur = ms(d.DurationMS)
 		}
-		line := fmt.Sprintf("%s\t%s → %s.%s\t%s\t%s", d.Start.Local().Format(time.TimeOnly), from, d.Agent, d.Tool, d.Outcome, dur)
+		// The page's words for how it ended (a refusal is not a failure,
+		// an ask not answered says so); a recovery has its own column.
+		word := d.Outcome
+		if d.Recovery == "" {
+			word, _ = observe.Badge(d)
+		}
+		// What servers said is printed on a terminal: no escapes of theirs.
+		p := observe.Printable
+		line := fmt.Sprintf("%s\t%s → %s.%s\t%s\t%s", d.Start.Local().Format(time.TimeOnly), p(from), p(d.Agent), p(d.Tool), word, dur)
 		if d.Recovery != "" {
 			line += "\t" + d.Recovery
 		}
 		if d.Message != "" {
-			line += "\t" + d.Message
+			line += "\t" + p(d.Message)
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -354,8 +454,38 @@ func stateText(a studioapi.AgentInfo) string {
 		return fmt.Sprintf("restarting (retry in %v, failure %d of %d)", left, a.ConsecutiveFailures, studioapi.GiveUpAfter)
 	case a.State == studioapi.StateGivenUp:
 		return fmt.Sprintf("given_up (after %d failures in a row)", a.ConsecutiveFailures)
+	case a.State == studioapi.StateRemote && a.Remote != nil:
+		switch {
+		case a.Remote.Reachable:
+			return "remote (reachable)"
+		case a.Remote.CheckedAt == nil:
+			return "remote (not checked yet)"
+		}
+		return "remote (unreachable)"
 	}
 	return string(a.State)
+}
+
+// tokens renders an agent's tokens, prompt and completion, with their
+// cost when the agent prices its model: "1,664", "1,664 $0.0012".
+func tokens(c AgentCalls) string {
+	s := thousands(c.PromptTokens + c.CompletionTokens)
+	switch {
+	case c.CostUSD >= 1:
+		s += fmt.Sprintf(" $%.2f", c.CostUSD)
+	case c.CostUSD > 0:
+		s += fmt.Sprintf(" $%.4f", c.CostUSD)
+	}
+	return s
+}
+
+// thousands renders n with thousands separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // ms renders a latency in milliseconds; zero (no observations) is "-".
@@ -369,4 +499,22 @@ func ms(v float64) string {
 		return fmt.Sprintf("%.0fms", v)
 	}
 	return fmt.Sprintf("%.1fms", v)
+}
+
+// printResumable prints, per agent, how many journaled runs may be
+// resumed, and how.
+func (st *Status) printResumable(w io.Writer) {
+	fmt.Fprintln(w, "\nRESUMABLE RUNS")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range st.Calls {
+		switch {
+		case c.ResumableRuns == nil:
+			fmt.Fprintf(tw, "%s\t-\t(%s)\n", c.Agent, strings.Join(strings.Fields(c.ResumableError), " "))
+		case *c.ResumableRuns > 0:
+			fmt.Fprintf(tw, "%s\t%d\t(switchboard runs --agent %s; resume one with switchboard ask --agent %s --resume RUN)\n", c.Agent, *c.ResumableRuns, c.Agent, c.Agent)
+		default:
+			fmt.Fprintf(tw, "%s\t0\t\n", c.Agent)
+		}
+	}
+	tw.Flush()
 }

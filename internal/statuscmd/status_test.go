@@ -32,6 +32,18 @@ switchboard_tool_call_duration_seconds_bucket{agent="abacus",tool="calculate",le
 switchboard_tool_call_duration_seconds_bucket{agent="abacus",tool="calculate",le="+Inf"} 10
 switchboard_tool_call_duration_seconds_sum{agent="abacus",tool="calculate"} 0.05
 switchboard_tool_call_duration_seconds_count{agent="abacus",tool="calculate"} 10
+# TYPE switchboard_model_requests_total counter
+switchboard_model_requests_total{model="gpt-4o-mini",outcome="ok",process="oracle"} 3
+switchboard_model_requests_total{model="gpt-4o-mini",outcome="retried",process="oracle"} 1
+switchboard_model_requests_total{model="llama3.1",outcome="ok",process="oracle"} 2
+# TYPE switchboard_model_tokens_total counter
+switchboard_model_tokens_total{kind="prompt",model="gpt-4o-mini",process="oracle"} 12000
+switchboard_model_tokens_total{kind="completion",model="gpt-4o-mini",process="oracle"} 300
+switchboard_model_tokens_total{kind="cached",model="gpt-4o-mini",process="oracle"} 4000
+switchboard_model_tokens_total{kind="reasoning",model="gpt-4o-mini",process="oracle"} 100
+switchboard_model_tokens_total{kind="completion",model="llama3.1",process="oracle"} 45
+# TYPE switchboard_model_cost_usd_total counter
+switchboard_model_cost_usd_total{model="gpt-4o-mini",process="oracle"} 0.0123
 `
 
 // fakeStudio serves /api/overview and /metrics as a studio does, and
@@ -47,6 +59,8 @@ func fakeStudio(t *testing.T, token string) *httptest.Server {
 		},
 		Pools: []studioapi.PoolInfo{{Process: "studio", Open: 2, Idle: 2, Dials: 2}, {Process: "oracle", Open: 1, InUse: 1, Dials: 3, Reinitializations: 1, Retries: 1, Invalidations: 1}},
 		Delegations: []studioapi.Delegation{
+			{ID: 4, Start: start, Agent: "oracle", Tool: "ask", Outcome: "tool_error", Status: studioapi.AskNotAnswered, DurationMS: 3},
+			{ID: 3, Start: start, From: "oracle", Agent: "abacus", Tool: "calculate", Outcome: "tool_error", DurationMS: 1, Message: "no \x1b[2Jdivision"},
 			{ID: 2, Start: start, From: "oracle", Agent: "abacus", Tool: "calculate", Outcome: "ok", DurationMS: 1.5, Recovery: studioapi.RecoveryRecovered},
 			{ID: 1, Start: start, Agent: "oracle", Tool: "ask", Outcome: studioapi.OutcomeRunning},
 		},
@@ -63,6 +77,11 @@ func fakeStudio(t *testing.T, token string) *httptest.Server {
 			exp := start.Add(time.Hour)
 			json.NewEncoder(w).Encode(authstate.Report{Servers: []authstate.Server{{Server: "linear", URL: "https://mcp.linear.example/mcp", Agents: []string{"oracle"},
 				Grant: "authorization_code", Configured: true, State: authstate.SignedIn, Issuer: "https://auth.linear.example", Scopes: []string{"read"}, Expires: &exp, Refreshable: true}}})
+		case "/api/agents/abacus/runs":
+			json.NewEncoder(w).Encode(studioapi.JournalRuns{Agent: "abacus", Runs: []studioapi.JournalRun{}, Resumable: 2})
+		case "/api/agents/oracle/runs":
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, `{"error":"the agent's run journal cannot be read: agent oracle is restarting"}`)
 		case "/metrics":
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			io.WriteString(w, metricsText)
@@ -84,12 +103,19 @@ func TestStatus(t *testing.T) {
 	got := out.String()
 	for _, want := range []string{
 		"studio http://studio.test: 2 agents, 1 running",
-		"abacus  running     0         10     2       5.5ms  9.5ms  calculate, date_math",
-		"oracle  restarting  2         1      0       -      -",
+		"AGENT   STATE       RESTARTS  CALLS  ERRORS  P50    P95    MODEL REQS  TOKENS          TOOLS\n",
+		"abacus  running     0         10     2       5.5ms  9.5ms  -           -               calculate, date_math\n",
+		// Both models' requests and tokens (prompt and completion; cached
+		// and reasoning are parts of them), and the cost.
+		"oracle  restarting  2         1      0       -      -      6           12,345 $0.0123",
 		"oracle exited at " + time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Local().Format(time.TimeOnly) + ": exited: exit status 1",
 		"oracle  1     1       0     3      1        1        1",
-		"oracle → abacus.calculate  ok       1.5ms  recovered: retried on a new session",
-		"client → oracle.ask        running  …",
+		"oracle → abacus.calculate  ok            1.5ms  recovered: retried on a new session",
+		"client → oracle.ask        running       …",
+		// The page's words, not tool_error; a server's escape made visible.
+		"client → oracle.ask        not answered  3.0ms\n",
+		"oracle → abacus.calculate  refused       1.0ms  no ␛[2Jdivision\n",
+		"RESUMABLE RUNS\nabacus  2  (switchboard runs --agent abacus; resume one with switchboard ask --agent abacus --resume RUN)\noracle  -  (the agent's run journal cannot be read: agent oracle is restarting)\n",
 		"SIGN-IN\nlinear               signed in at https://auth.linear.example; scopes read; expires 2026-01-02T04:04:05Z, refreshable (used by oracle)\n",
 	} {
 		if !strings.Contains(got, want) {
@@ -108,6 +134,15 @@ func TestStatus(t *testing.T) {
 	// Ten calls in the (1ms, 10ms] bucket: the median is interpolated
 	// halfway, 5.5ms; the 95th 9.55ms.
 	if c := st.Calls[0]; c.Agent != "abacus" || c.Calls != 10 || c.Errors != 2 || math.Abs(c.P50MS-5.5) > 1e-9 || math.Abs(c.P95MS-9.55) > 1e-9 {
+		t.Errorf("--json: %+v", c)
+	}
+	if c := st.Calls[0]; c.ResumableRuns == nil || *c.ResumableRuns != 2 {
+		t.Errorf("--json: abacus's resumable runs %v, want 2", c.ResumableRuns)
+	}
+	if c := st.Calls[1]; c.ResumableRuns != nil || !strings.Contains(c.ResumableError, "restarting") {
+		t.Errorf("--json: oracle's resumable runs %v (%q), want none read and why", c.ResumableRuns, c.ResumableError)
+	}
+	if c := st.Calls[1]; c.Agent != "oracle" || c.ModelRequests != 6 || c.PromptTokens != 12000 || c.CompletionTokens != 345 || math.Abs(c.CostUSD-0.0123) > 1e-12 {
 		t.Errorf("--json: %+v", c)
 	}
 

@@ -124,6 +124,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := b.text(sel + " pre.result"); !strings.Contains(got, "51") {
 		t.Errorf("the hop's result reads %q", got)
 	}
+	// The ask's first model step, beside the hops: a click opens the
+	// tools it chose.
+	step := `#waterfall details.span-step`
+	if got := b.text(step + " .span-name"); got != "model step 1" {
+		t.Errorf("the first model step's span reads %q", got)
+	}
+	b.click(step + " > summary")
+	b.waitFor(`document.querySelector(`+jsString(step)+`).open`, "the model step to open")
+	if got := b.text(step + " .step-tools"); !strings.Contains(got, "calculate") {
+		t.Errorf("the model step's chosen tools read %q, want the calculate tool", got)
+	}
 	shots["studio-run.png"] = b.screenshot()
 
 	// The agent page, from the fleet page.

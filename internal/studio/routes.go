@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-run/switchboard/internal/proxy"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/supervisor"
+	"github.com/switchboard-run/switchboard/pool"
 )
 
 // Routing is strict and done by hand on the escaped path: ServeMux would
@@ -26,6 +27,7 @@ import (
 // is a 404.
 //
 //	GET  /healthz                 200 "ok"
+//	GET  /readyz                  200 once every agent runs, 503 before and while the studio shuts down (ready.go)
 //	GET  /                        the studio page (package console)
 //	GET  /static/studio.{css,js}  the page's style and script
 //	GET  /metrics                 Prometheus metrics: the studio's and every agent's (package fleetmetrics)
@@ -33,24 +35,41 @@ import (
 //	GET  /api/overview            what the page shows: agents, pools, recent delegations
 //	GET  /api/delegations         the most recent tools/calls through the proxy
 //	GET  /api/auth                the sign-in state of the agents' OAuth servers (auth.go)
+//	GET|POST /login, POST /logout the console's sign-in in token mode (console/auth.go)
 //	*    /api/agents/<name>/mcp   the agent's MCP endpoint, observed and proxied
 //	     /runs/..., /agents/<name>, /api/runs..., /api/agents/<name>[/action]
 //	                              the console's pages and API (package console)
 //
-// Everything but /healthz passes the same gate: Host and Origin (DNS
-// rebinding), then the bearer token when the studio has one. The page is
-// no exception: it names the agents and shows what they were asked.
+// Everything but /healthz and /readyz passes the same gate: Host and Origin (DNS
+// rebinding), then the bearer token when the studio has one, or a
+// browser's session cookie from /login. The page is no exception: it
+// names the agents and shows what they were asked. /login itself is
+// checked for Host and Origin only, and so is /static/ (the script and
+// style the sign-in page needs, the same in every studio).
 
 func (s *Studio) routes() http.Handler {
 	api := s.guard(http.HandlerFunc(s.serveAPI))
 	page := s.guard(http.HandlerFunc(s.console.ServePage))
-	static := s.guard(http.HandlerFunc(s.console.ServeStatic))
+	// The page's script and style are the same in every studio and hold
+	// nothing of this one: the sign-in page needs them before there is a
+	// session, so they pass Host and Origin only.
+	static := s.hostOrigin(http.HandlerFunc(s.console.ServeStatic))
 	metrics := s.guard(s.fleet)
+	// The sign-in page and the exchange of the token for a session are
+	// reached without the token; Host and Origin are checked all the same.
+	login := s.hostOrigin(http.HandlerFunc(s.console.ServeLogin))
+	logout := s.guard(http.HandlerFunc(s.console.ServeLogout))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.EscapedPath()
 		switch {
 		case path == "/healthz":
 			io.WriteString(w, "ok\n")
+		case path == "/readyz":
+			s.serveReadyz(w, r)
+		case path == "/login":
+			login.ServeHTTP(w, r)
+		case path == "/logout":
+			logout.ServeHTTP(w, r)
 		case path == "/api" || strings.HasPrefix(path, "/api/"):
 			api.ServeHTTP(w, r)
 		case path == "/" || console.IsPage(path):
@@ -67,11 +86,41 @@ func (s *Studio) routes() http.Handler {
 
 // guard checks Host and Origin, then the token (if any), before next. Host
 // and Origin come first: a rebinding page must not even learn whether a
-// token is required.
+// token is required. In token mode a browser signed in at /login passes
+// with its session cookie instead (console/auth.go), on its own page only;
+// a page asked for without either is sent to /login.
 func (s *Studio) guard(next http.Handler) http.Handler {
-	if s.opts.Token != "" {
-		next = mcphttp.RequireBearer(s.opts.Token, next)
-	}
+	return s.hostOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token == "" || mcphttp.CheckBearer(r, s.opts.Token) {
+			// Nothing more to check, or the token: the connection has
+			// proved itself to the connection budget.
+			mcphttp.Vouch(r)
+			next.ServeHTTP(w, r)
+			return
+		}
+		ok, err := s.console.SessionOK(r)
+		switch {
+		case err != nil:
+			mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
+			return
+		case ok:
+			mcphttp.Vouch(r)
+			next.ServeHTTP(w, r)
+			return
+		}
+		// A browser's navigation (it asks for HTML, with no token) to a
+		// page is shown the way in; a program is told what it lacks.
+		if path := r.URL.EscapedPath(); r.Method == http.MethodGet && (path == "/" || console.IsPage(path)) &&
+			r.Header.Get("Authorization") == "" && strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		mcphttp.WriteUnauthorized(w)
+	}))
+}
+
+// hostOrigin checks Host and Origin (DNS rebinding) before next.
+func (s *Studio) hostOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := mcphttp.CheckHost(r); err != nil {
 			mcphttp.WriteJSONError(w, http.StatusForbidden, err.Error())
@@ -127,7 +176,7 @@ func (s *Studio) serveAPI(w http.ResponseWriter, r *http.Request) {
 		held := time.Now()
 		st := m.proc.AwaitRunning(r.Context(), s.opts.RestartWait, "")
 		observe.NoteHeld(r.Context(), time.Since(held))
-		if st.State != studioapi.StateRunning || st.Upstream == nil {
+		if !st.Routable() {
 			writeDown(w, name, st)
 			return
 		}
@@ -146,30 +195,43 @@ const sessionIdleTTL = 31 * time.Minute
 // proxy's Rewrite.
 type upstreamKey struct{}
 
-// agentProxy returns the route to proc's current address.
-func (s *Studio) agentProxy(proc *supervisor.Agent) (*mcphttp.Handler, *proxy.Continuity) {
-	name := proc.Def().Name
+// upstreamBase is what carries requests to the agents, under the redial
+// or a remote's transport.
+func (s *Studio) upstreamBase() http.RoundTripper {
 	var base http.RoundTripper = s.transport
 	if s.opts.wrapUpstream != nil {
 		base = s.opts.wrapUpstream(base)
 	}
-	redial := &proxy.Redial{
-		Base: base,
-		Wait: s.opts.RestartWait,
-		Await: func(ctx context.Context, max time.Duration, gone string) *url.URL {
-			st := proc.AwaitRunning(ctx, max, gone)
-			if st.State != studioapi.StateRunning {
-				return nil
-			}
-			return st.Upstream
-		},
-		Resent: observe.NoteReplayed,
+	return base
+}
+
+// agentProxy returns the route to proc's current address. upstream, when
+// not nil, carries its requests instead of the redial to a new process
+// (a remote agent's, remote.go).
+func (s *Studio) agentProxy(proc supervisor.Member, upstream http.RoundTripper) (*mcphttp.Handler, *proxy.Continuity) {
+	name := proc.Def().Name
+	if upstream == nil {
+		upstream = &proxy.Redial{
+			Base: s.upstreamBase(),
+			Wait: s.opts.RestartWait,
+			Await: func(ctx context.Context, max time.Duration, gone string) *url.URL {
+				st := proc.AwaitRunning(ctx, max, gone)
+				if st.State != studioapi.StateRunning {
+					return nil
+				}
+				return st.Upstream
+			},
+			Resent: observe.NoteReplayed,
+		}
 	}
-	cont := proxy.NewContinuity(redial, s.opts.SessionIdleTTL, s.logger.With("agent", name))
+	cont := proxy.NewContinuity(upstream, s.opts.SessionIdleTTL, s.logger.With("agent", name))
+	cont.Store = s.sessions.scope(name) // continuity.go: sessions outlive the studio too
+	cont.SetClock(s.opts.Now)
 	// Where an expired session is closed: the agent's current address, if
-	// it has a process (one that restarted has no such session anyway).
+	// it has a process (one that restarted has no such session anyway),
+	// or a remote's url.
 	cont.CloseAt = func() *url.URL {
-		if st := proc.Status(); st.State == studioapi.StateRunning {
+		if st := proc.Status(); st.Routable() {
 			return st.Upstream
 		}
 		return nil
@@ -201,9 +263,19 @@ func (s *Studio) agentProxy(proc *supervisor.Agent) (*mcphttp.Handler, *proxy.Co
 			// A binding forgotten for idleness ends the session's continuity
 			// and the session at the agent.
 			OnSessionExpired: cont.Expire,
+			// A session id this process never saw created, kept by the
+			// studio before its restart.
+			RestoreSession: cont.Restore,
 		},
 	})
 	return route, cont
+}
+
+// toolServer is how the studio's own pool reaches agent name straight at
+// its address st.Upstream (never through the studio's routes): with a
+// remote agent's bearer token.
+func (s *Studio) toolServer(name string, st supervisor.Status) *pool.Server {
+	return &pool.Server{Name: name, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125, Headers: s.agentHeaders[name]}
 }
 
 // writeDown answers 503 for an agent that is not running, with how long to

@@ -1,10 +1,13 @@
 // Package studio runs every agent of a project as a supervised child process
 // behind one HTTP endpoint: what `switchboard up` (package upcmd) starts.
+// An agent whose agent.json gives a url runs on another host; the studio
+// proxies to it the same way and starts nothing (remote.go).
 // It wires the packages that do the work, one reason to change each:
 // supervisor (the agents' processes), proxy (forwarding to them, across
 // their restarts), observe (what passes through, recorded), fleetmetrics
 // (/metrics) and console (the pages and their API). Its own files are the
-// wiring (studio.go) and the routing with its gate (routes.go).
+// wiring (studio.go), the routing with its gate (routes.go) and the agents
+// on other hosts (remote.go).
 package studio
 
 import (
@@ -21,12 +24,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-run/switchboard/internal/console"
+	"github.com/switchboard-run/switchboard/internal/dirlock"
 	"github.com/switchboard-run/switchboard/internal/fleetmetrics"
 	"github.com/switchboard-run/switchboard/internal/logging"
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
@@ -94,6 +99,10 @@ type Options struct {
 	// tools/call requests one agent runs at once; default
 	// DefaultAgentMaxConcurrent, negative: no cap.
 	AgentMaxConcurrent int
+	// RemoteCheckInterval is how often an agent on another host (its
+	// agent.json gives a url) is checked while it answers; default
+	// DefaultRemoteCheckInterval. See remote.go.
+	RemoteCheckInterval time.Duration
 	// SessionIdleTTL forgets a proxied session unused for this long, and
 	// closes it at its agent; default sessionIdleTTL (31m, longer than
 	// the agents' own idle timeout).
@@ -101,11 +110,19 @@ type Options struct {
 	// Now is the clock by which proxied sessions are idle; default
 	// time.Now. For tests.
 	Now func() time.Time
+	// DatabaseURL, when set (postgres:// or postgresql://), keeps the
+	// studio's session continuity in that database (schema
+	// switchboard_studio) instead of <Dir>/.switchboard/studio/continuity.db
+	// (continuity.go).
+	DatabaseURL string
 
 	// wrapUpstream, when set, wraps what carries proxied requests to the
 	// agents: a test in this package sees there what reached an agent
 	// (and with which credentials) after the studio's checks.
 	wrapUpstream func(http.RoundTripper) http.RoundTripper
+	// wrapHandler, set by a test in this package, wraps the studio's
+	// handler: a handler that will not return shows what Close says of it.
+	wrapHandler func(http.Handler) http.Handler
 }
 
 // DefaultAgentMaxConcurrent is the default cap on the tools/calls one agent
@@ -124,14 +141,66 @@ const DefaultStartTimeout = 30 * time.Second
 // shutdownTimeout bounds how long Close waits for proxied requests.
 const shutdownTimeout = 5 * time.Second
 
+// ErrStillServing is wrapped by Close's error when requests were still
+// being served shutdownTimeout after Close ended the streams that never end
+// by themselves; the error names them (method and path, at most
+// maxNamedRequests), and their connections were closed.
+var ErrStillServing = errors.New("requests still being served")
+
+// maxNamedRequests bounds how many of the requests still served Close's
+// error names.
+const maxNamedRequests = 8
+
+// inflight is the requests being served, so that Close can name those that
+// did not stop. It costs one short critical section per request.
+type inflight struct {
+	mu   sync.Mutex        // protects following fields
+	next uint64            // key of the next request
+	reqs map[uint64]string // method and path, by key
+}
+
+func (f *inflight) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		if f.reqs == nil {
+			f.reqs = make(map[uint64]string)
+		}
+		k := f.next
+		f.next++
+		f.reqs[k] = r.Method + " " + r.URL.Path
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			delete(f.reqs, k)
+			f.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// names returns up to max of the requests being served, sorted, and how
+// many there are.
+func (f *inflight) names(max int) ([]string, int) {
+	f.mu.Lock()
+	all := make([]string, 0, len(f.reqs))
+	for _, n := range f.reqs {
+		all = append(all, n)
+	}
+	f.mu.Unlock()
+	slices.Sort(all)
+	return all[:min(max, len(all))], len(all)
+}
+
 // Studio is a running studio. Close it when done.
 type Studio struct {
 	opts      Options
+	lock      *dirlock.Lock // the project's, held from Start to Close
 	logger    *slog.Logger
 	url       string
 	ln        net.Listener
 	srv       *http.Server
 	handler   http.Handler
+	inflight  inflight // what srv is serving, for Close's error
 	transport *http.Transport
 	pool      *pool.Pool          // lists agents' tools
 	agents    map[string]*managed // fixed after Start
@@ -139,6 +208,12 @@ type Studio struct {
 
 	budget    *mcphttp.Budget   // the whole process's: connections, body bytes, body time
 	agentKeys map[string]string // agent name by its key; fixed after Start
+	// agentHeaders are the headers the studio's own pool sends straight
+	// to an agent: a remote agent's bearer token. Fixed after Start.
+	agentHeaders map[string]map[string]string
+	// models is the model each agent runs, by name (model.go); fixed
+	// after Start.
+	models map[string]*studioapi.AgentModel
 
 	// What the proxy sees, recorded (package observe); the agents' log
 	// lines; the fleet's /metrics; the pages and their API.
@@ -150,22 +225,37 @@ type Studio struct {
 	stop    context.CancelFunc // stops the supervisors
 	wg      sync.WaitGroup     // supervisors and the server
 	served  chan error
+	closed  atomic.Bool // Close has begun: /readyz fails (ready.go)
 	closing sync.Once
 	closeE  error
+
+	// life ends when Close begins: what is proxied to remote agents ends
+	// with it, as a local agent's exit ends what is proxied to it.
+	life    context.Context
+	endLife context.CancelFunc
+
+	// sessions keeps every agent's proxied sessions beyond the studio's
+	// process (continuity.go).
+	sessions *sessionDB
 }
 
 // managed is an agent and its route.
 type managed struct {
-	proc  *supervisor.Agent
+	// proc is the agent's supervisor, or its remote (remote.go) for an
+	// agent on another host.
+	proc  supervisor.Member
 	route *mcphttp.Handler // the agent's MCP route: the proxy behind the mcphttp middleware
-	// continuity keeps the proxy's sessions across the agent's restarts.
+	// continuity keeps the proxy's sessions across the agent's restarts
+	// and the studio's own (continuity.go).
 	continuity *proxy.Continuity
+	// remote is proc for an agent on another host; nil for the others.
+	remote *remote
 }
 
 // Start loads every agent under <Dir>/agents, listens, and starts the agents.
 // It returns once the studio serves; the agents come up in the background
 // (see WaitReady). ctx bounds only the start.
-func Start(ctx context.Context, opts *Options) (*Studio, error) {
+func Start(ctx context.Context, opts *Options) (_ *Studio, err error) {
 	o, err := resolve(opts)
 	if err != nil {
 		return nil, err
@@ -199,6 +289,19 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		}
 	}
 	studioURL := "http://" + net.JoinHostPort(host, port)
+	// One studio per project (internal/dirlock): a second would start a
+	// second process of every agent, on the same data directories. Taken
+	// once listening, so that the lock names where the first one serves.
+	lock, err := lockProject(o.Dir, studioURL)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Release()
+		}
+	}()
 	// Loaded once the studio knows its own address: an agent's mcp.json
 	// may name ${SWITCHBOARD_STUDIO_URL} without a default, which the
 	// agents get set, and so does the studio reading the file. Every other
@@ -220,6 +323,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 
 	s := &Studio{
 		opts:      o,
+		lock:      lock,
 		logger:    o.Logger,
 		url:       studioURL,
 		ln:        ln,
@@ -228,9 +332,30 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		served:    make(chan error, 1),
 		budget:    mcphttp.NewBudget(o.Budget),
 		agentKeys: make(map[string]string),
+
+		agentHeaders: make(map[string]map[string]string),
 	}
-	keys := make(map[string]string) // by agent name
+	s.life, s.endLife = context.WithCancel(context.Background())
+	if s.sessions, err = openSessions(ctx, o); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("studio: %w", err)
+	}
+	keys := make(map[string]string)   // by agent name; the agents the studio runs
+	tokens := make(map[string]string) // remote agents' bearer tokens, by name
 	for _, d := range defs {
+		if d.Remote() {
+			tok, err := remoteToken(d, o.Env)
+			if err != nil {
+				ln.Close()
+				s.sessions.Close()
+				return nil, fmt.Errorf("studio: %w", err)
+			}
+			tokens[d.Name] = tok
+			if tok != "" {
+				s.agentHeaders[d.Name] = map[string]string{"Authorization": "Bearer " + tok}
+			}
+			continue
+		}
 		keys[d.Name] = rand.Text()
 		s.agentKeys[keys[d.Name]] = d.Name
 	}
@@ -241,7 +366,7 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	})
 	// What the studio keeps for its pages is scrubbed of the credentials
 	// in the environment, the token and the agents' keys.
-	scrub := newScrubber(o, keys)
+	scrub := newScrubber(o, keys, tokens)
 	delegations := observe.NewDelegations()
 	runs := observe.NewRuns(scrub, delegations)
 	s.logs = observe.NewLogs(scrub)
@@ -250,7 +375,9 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 		LogFormat:  o.LogFormat,
 		// The studio's own address last: agents reach their siblings
 		// through it, whatever Env says.
-		Env:          append(slices.Clip(o.Env), studioapi.EnvStudioURL+"="+s.url),
+		// And the agents' own continuity off: the studio's keeps their
+		// sessions (continuity.go).
+		Env:          append(slices.Clip(o.Env), studioapi.EnvStudioURL+"="+s.url, proxy.EnvContinuity+"=0"),
 		StartTimeout: o.StartTimeout,
 		StopTimeout:  o.StopTimeout,
 		MinBackoff:   o.MinBackoff,
@@ -272,15 +399,35 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	for _, d := range defs {
 		cfg.PrefixWidth = max(cfg.PrefixWidth, len(d.Name))
 	}
+	s.models = make(map[string]*studioapi.AgentModel, len(defs))
 	for _, d := range defs {
+		if !d.Remote() { // a remote's model is its own host's business
+			s.models[d.Name] = agentModel(d, s.pool, childEnv(cfg.Env))
+		}
+	}
+	for _, d := range defs {
+		if d.Remote() {
+			rem, err := newRemote(d, tokens[d.Name], s.upstreamBase(), o.RemoteCheckInterval, o.Logger)
+			if err != nil {
+				ln.Close()
+				s.pool.Close()
+				s.sessions.Close()
+				return nil, fmt.Errorf("studio: %w", err)
+			}
+			route, cont := s.agentProxy(rem, &remoteTransport{r: rem, wait: o.RestartWait, life: s.life, resent: observe.NoteReplayed})
+			s.agents[d.Name] = &managed{proc: rem, route: route, continuity: cont, remote: rem}
+			s.names = append(s.names, d.Name)
+			continue
+		}
 		dir, err := filepath.Abs(d.Dir)
 		if err != nil {
 			ln.Close()
 			s.pool.Close()
+			s.sessions.Close()
 			return nil, fmt.Errorf("studio: agent %s: %w", d.Name, err)
 		}
 		proc := supervisor.New(d, dir, filepath.Join(o.Dir, ".switchboard", "data", d.Name), cfg)
-		route, cont := s.agentProxy(proc)
+		route, cont := s.agentProxy(proc, nil)
 		s.agents[d.Name] = &managed{proc: proc, route: route, continuity: cont}
 		s.names = append(s.names, d.Name)
 	}
@@ -291,10 +438,14 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 	}
 
 	s.handler = s.routes()
+	served := s.budget.Handler(s.handler)
+	if o.wrapHandler != nil {
+		served = o.wrapHandler(served)
+	}
 	s.srv = &http.Server{
 		// The budget sets each request's body deadline (no ReadTimeout:
 		// it would also end SSE streams, whose request is still "read").
-		Handler:           s.budget.Handler(s.handler),
+		Handler:           s.inflight.track(served),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
@@ -322,10 +473,14 @@ func Start(ctx context.Context, opts *Options) (*Studio, error) {
 func (s *Studio) wire(delegations *observe.Delegations, runs *observe.Runs, scrub *logging.Scrubber) {
 	tools := observe.NewTools(s.names, s.listTools)
 	fleet := make([]fleetmetrics.Agent, 0, len(s.names))
-	procs := make(map[string]*supervisor.Agent, len(s.names))
+	procs := make(map[string]supervisor.Member, len(s.names))
 	for _, name := range s.names {
 		m := s.agents[name]
-		fleet = append(fleet, fleetmetrics.Agent{Name: name, Proc: m.proc, Sessions: m.route.Sessions})
+		a := fleetmetrics.Agent{Name: name, Proc: m.proc, Sessions: m.route.Sessions}
+		if m.remote != nil {
+			a.Transport, a.Scraped = m.remote.rt, m.remote.noteMetrics
+		}
+		fleet = append(fleet, a)
 		procs[name] = m.proc
 	}
 	s.fleet = fleetmetrics.New(&fleetmetrics.Options{
@@ -363,18 +518,26 @@ func (s *Studio) wire(delegations *observe.Delegations, runs *observe.Runs, scru
 		Scrub:       scrub,
 		Logger:      s.logger,
 		Auth:        s.AuthState,
+		Models:      s.models,
+		Headers:     s.agentHeaders,
+		HTTP:        &http.Client{Transport: s.transport},
 	})
 }
 
 // newScrubber redacts the credentials in the environment (the studio's and
-// the agents'), the token and the agents' keys.
-func newScrubber(o Options, agentKeys map[string]string) *logging.Scrubber {
+// the agents'), the token, the agents' keys and the remote agents' tokens.
+func newScrubber(o Options, agentKeys, remoteTokens map[string]string) *logging.Scrubber {
 	secrets := logging.SecretsFromEnv(append(os.Environ(), o.Env...))
 	if o.Token != "" {
 		secrets = append(secrets, o.Token)
 	}
 	for _, k := range agentKeys {
 		secrets = append(secrets, k)
+	}
+	for _, k := range remoteTokens {
+		if k != "" {
+			secrets = append(secrets, k)
+		}
 	}
 	return logging.NewScrubber(secrets)
 }
@@ -384,10 +547,10 @@ func newScrubber(o Options, agentKeys map[string]string) *logging.Scrubber {
 // routes.
 func (s *Studio) listTools(ctx context.Context, agent string) ([]string, error) {
 	st := s.agents[agent].proc.Status()
-	if st.State != studioapi.StateRunning || st.Upstream == nil {
+	if !st.Routable() {
 		return nil, fmt.Errorf("agent %s is %s", agent, st.State)
 	}
-	tools, err := s.pool.ListTools(ctx, &pool.Server{Name: agent, URL: st.Upstream.String(), ProtocolVersion: pool.Protocol20251125})
+	tools, err := s.pool.ListTools(ctx, s.toolServer(agent, st))
 	names := make([]string, 0, len(tools))
 	for _, t := range tools {
 		names = append(names, t.Name)
@@ -443,6 +606,7 @@ func resolve(opts *Options) (Options, error) {
 	def(&o.MinBackoff, 250*time.Millisecond)
 	def(&o.MaxBackoff, 30*time.Second)
 	def(&o.HealthyAfter, 30*time.Second)
+	def(&o.RemoteCheckInterval, DefaultRemoteCheckInterval)
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = mcphttp.DefaultMaxBodyBytes
 	}
@@ -504,7 +668,8 @@ func (s *Studio) agentKeyOf(r *http.Request) string {
 func (s *Studio) Handler() http.Handler { return s.handler }
 
 // WaitReady waits until every agent has finished its first start, running or
-// not, and returns an error naming those that are not running.
+// not (an agent on another host: its first check), and returns an error
+// naming those that are not running (or do not answer).
 func (s *Studio) WaitReady(ctx context.Context) error {
 	for _, name := range s.names {
 		select {
@@ -515,7 +680,10 @@ func (s *Studio) WaitReady(ctx context.Context) error {
 	}
 	var down []string
 	for _, name := range s.names {
-		if st := s.agents[name].proc.Status(); st.State != studioapi.StateRunning {
+		switch st := s.agents[name].proc.Status(); {
+		case st.Remote != nil && !st.Remote.Reachable:
+			down = append(down, fmt.Sprintf("%s (remote at %s, unreachable: %s)", name, st.Remote.URL, st.Remote.Error))
+		case st.Remote == nil && st.State != studioapi.StateRunning:
 			down = append(down, fmt.Sprintf("%s (%s: %s)", name, st.State, st.LastErr))
 		}
 	}
@@ -529,8 +697,23 @@ func (s *Studio) WaitReady(ctx context.Context) error {
 // StopTimeout) and waits for all of it. It is idempotent.
 func (s *Studio) Close() error {
 	s.closing.Do(func() {
-		// Stop accepting and stop the agents at the same time: the agents'
-		// exit is what ends proxied SSE streams, which Shutdown waits for.
+		s.closed.Store(true)
+		// First the asks started from the page (console/ask.go): their
+		// event streams would hold Shutdown, and their calls go through
+		// this very server.
+		if s.console != nil {
+			s.console.Close()
+		}
+		// Then end what never ends by itself: the clients' standalone
+		// streams held through session continuity (and the requests
+		// waiting for a session's renewal), and everything proxied to a
+		// remote agent (life). Shutdown would wait for them in vain.
+		for _, m := range s.agents {
+			m.continuity.EndStreams()
+		}
+		s.endLife()
+		// Then stop accepting and stop the agents at the same time: the
+		// agents' exit is what ends the calls still proxied to them.
 		shutdown := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
@@ -540,17 +723,23 @@ func (s *Studio) Close() error {
 		s.stop()
 		var errs []error
 		if err := <-shutdown; err != nil {
+			named, n := s.inflight.names(maxNamedRequests)
+			errs = append(errs, fmt.Errorf("studio: closing %s: %w %v after Close began, their connections closed: %d (%s): %w",
+				s.url, ErrStillServing, shutdownTimeout, n, strings.Join(named, ", "), err))
 			s.srv.Close()
 		}
 		s.wg.Wait()
 		for _, m := range s.agents {
 			m.continuity.Wait() // the DELETEs of expired sessions still going
 		}
+		errs = append(errs, s.sessions.Close())
 		if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("studio: serving: %w", err))
 		}
 		errs = append(errs, s.pool.Close())
 		s.transport.CloseIdleConnections()
+		// Last: the agents have exited, so their directories are free too.
+		errs = append(errs, s.lock.Release())
 		s.closeE = errors.Join(errs...)
 	})
 	return s.closeE

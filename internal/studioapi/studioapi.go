@@ -46,6 +46,10 @@ const (
 	StateRestarting State = "restarting" // exited; waiting out the backoff until its retry time
 	StateGivenUp    State = "given_up"   // failed GiveUpAfter times in a row; not restarted again
 	StateStopped    State = "stopped"    // the studio stopped it
+	// StateRemote: the agent runs on another host (its agent.json gives a
+	// url); the studio proxies to it and starts nothing. Whether it
+	// answers is AgentInfo.Remote.Reachable.
+	StateRemote State = "remote"
 )
 
 // GiveUpAfter consecutive failed runs give an agent up: it is not
@@ -80,7 +84,60 @@ type AgentInfo struct {
 	// after GiveUpAfter).
 	RetryAt             *time.Time `json:"retry_at,omitempty"`
 	ConsecutiveFailures int        `json:"consecutive_failures,omitempty"`
+	// Model is the model the agent's turns run (its ask tool); nil from a
+	// studio that does not say.
+	Model *AgentModel `json:"model,omitempty"`
+	// Remote is where an agent in StateRemote runs and whether it
+	// answers; nil for an agent the studio runs.
+	Remote *RemoteAgent `json:"remote,omitempty"`
 }
+
+// RemoteAgent is an agent that runs on another host, as the studio sees
+// it. It never carries a credential: URL is the agent.json's url without
+// user info, query and fragment, and the token (agent.json's token_env)
+// is never shown, only whether it is set.
+type RemoteAgent struct {
+	// URL is the agent's own MCP endpoint, where the studio proxies to.
+	URL string `json:"url"`
+	// Reachable: the last check of the agent's /healthz (beside its MCP
+	// endpoint) was answered 200, at CheckedAt; Error says why not.
+	// CheckedAt is absent before the first check.
+	Reachable bool       `json:"reachable"`
+	CheckedAt *time.Time `json:"checked_at,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	// Since is when Reachable last changed.
+	Since *time.Time `json:"since,omitempty"`
+	// TokenEnv names the environment variable whose value the studio
+	// sends as the agent's bearer token; empty: none is sent.
+	TokenEnv string `json:"token_env,omitempty"`
+	// Metrics is what became of the last scrape of the agent's /metrics:
+	// MetricsServed, MetricsNone (it has none: 404), MetricsFailed, or
+	// empty before the first scrape.
+	Metrics string `json:"metrics,omitempty"`
+}
+
+// RemoteAgent.Metrics values.
+const (
+	MetricsServed = "served"
+	MetricsNone   = "none"
+	MetricsFailed = "failed"
+)
+
+// AgentModel is the model an agent's turns run, as the agent resolves it
+// (agent.json's model, under the OPENAI_BASE_URL and OPENAI_MODEL of the
+// environment the studio starts it with). It never carries the API key,
+// which a client cannot compare and must not see.
+type AgentModel struct {
+	// Name is the model name the chat requests carry.
+	Name string `json:"name"`
+	// Endpoint is ModelEndpointBuiltin, or the chat API's base URL without
+	// its user info, query and fragment (where a credential could be).
+	Endpoint string `json:"endpoint"`
+}
+
+// ModelEndpointBuiltin is AgentModel.Endpoint for the embedded builtin
+// model, which no request leaves the agent's process for.
+const ModelEndpointBuiltin = "builtin"
 
 // Events of an agent's history.
 const (
@@ -125,6 +182,11 @@ type Delegation struct {
 	// Recovery says how the pool recovered this call, or tried to.
 	Recovery string `json:"recovery,omitempty"`
 	TraceID  string `json:"trace_id,omitempty"`
+	// Status is what the call's result says of how it ended, beyond its
+	// outcome: an ask's turn status (Ask*), or the person's answer to a
+	// confirmation the tool asked (StatusDeclined...). It says truthfully
+	// what a tool_error was.
+	Status string `json:"status,omitempty"`
 }
 
 // How From is known.
@@ -240,6 +302,20 @@ type Hop struct {
 	// a failure.
 	Badge string `json:"badge"`
 	Tone  string `json:"tone"`
+	// Usage, NestedUsage and StepUsage are what an ask's turn reported it
+	// cost (its structuredContent): Usage includes NestedUsage, the turns
+	// of the siblings it asked.
+	Usage       Usage       `json:"usage,omitzero"`
+	NestedUsage Usage       `json:"nested_usage,omitzero"`
+	StepUsage   []StepUsage `json:"step_usage,omitempty"`
+	// Reason is why an ask's turn did not answer fully (its status is
+	// Delegation.Status). Calls are the tool calls its turn reported
+	// (at most MaxAgentCalls, CallsLeft more), Resumed that it went on
+	// from its journal.
+	Reason    string      `json:"reason,omitempty"`
+	Calls     []AgentCall `json:"calls,omitempty"`
+	CallsLeft int         `json:"calls_left,omitempty"`
+	Resumed   bool        `json:"resumed,omitempty"`
 }
 
 // RunSummary is one run in the list.
@@ -256,14 +332,30 @@ type RunSummary struct {
 	Delegations int       `json:"delegations"`
 	Failures    int       `json:"failures"`
 	Recovered   int       `json:"recovered"`
-	Steps       int       `json:"steps,omitempty"`
+	// Refused counts the calls a tool answered with its own error (a
+	// refusal in its words, isError), which are not failures of the run.
+	Refused int `json:"refused,omitempty"`
+	// ModelMS and ToolMS are the time the run's own ask spent in model
+	// requests and in the tool calls its turn made.
+	ModelMS float64 `json:"model_ms,omitempty"`
+	ToolMS  float64 `json:"tool_ms,omitempty"`
+	Steps   int     `json:"steps,omitempty"`
+	// Usage is what the run's model turns cost, as their asks reported
+	// it, each turn counted once: a top-level ask's usage already holds
+	// the nested asks it caused, so a nested ask is added only when no ask
+	// of its caller in the run reported one (observe.runView.usage).
+	// Zero while no ask of the run has answered.
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // Run is one run in full, GET /api/runs/<id>.
 type Run struct {
 	RunSummary
 	Answer string `json:"answer,omitempty"`
-	Hops   []Hop  `json:"hops"`
+	// StepUsage is the run's own ask's steps (the root hop's), what each
+	// model step sent and cost.
+	StepUsage []StepUsage `json:"step_usage,omitempty"`
+	Hops      []Hop       `json:"hops"`
 	// The run has HopsTotal hops; Hops are at most MaxRunHops of them,
 	// from HopsFrom on (?from=).
 	HopsFrom  int `json:"hops_from"`
@@ -294,4 +386,136 @@ const (
 	MetricAgentRestarts   = "switchboard_agent_restarts_total"
 	MetricProxySessions   = "switchboard_proxy_sessions"
 	MetricAgentMetricsUp  = "switchboard_agent_metrics_up"
+)
+
+// Metric names of the model requests an agent's turns make, served by each
+// agent (labelled process=<agent>) and federated into the studio's
+// /metrics. Their meaning follows the OpenTelemetry GenAI client metrics
+// (gen_ai.client.operation.duration, gen_ai.client.token.usage), as
+// Prometheus counters in base units: what a dashboard sums and rates.
+const (
+	// MetricModelRequests counts chat requests (each attempt, retries
+	// included), labelled model and outcome: ok, retried (failed and sent
+	// again), failed (for good), canceled (the turn's caller went away).
+	MetricModelRequests = "switchboard_model_requests_total"
+	// MetricModelRequestDuration is each attempt's time, from sending the
+	// request to its answer or failure, labelled model.
+	MetricModelRequestDuration = "switchboard_model_request_duration_seconds"
+	// MetricModelTokens counts the tokens endpoints reported, labelled model
+	// and kind (TokenKind*). Cached tokens are part of the prompt tokens
+	// and reasoning tokens part of the completion tokens: a total is the
+	// sum of prompt and completion only.
+	MetricModelTokens = "switchboard_model_tokens_total"
+	// MetricModelCost is what the tokens cost in US dollars by the agent's
+	// price table, labelled model; absent for a model without a price.
+	MetricModelCost = "switchboard_model_cost_usd_total"
+)
+
+// Kinds of MetricModelTokens: prompt is gen_ai.token.type "input" and
+// completion "output"; cached and reasoning are the parts of them the
+// endpoint itemized (prompt_tokens_details.cached_tokens,
+// completion_tokens_details.reasoning_tokens).
+const (
+	TokenKindPrompt     = "prompt"
+	TokenKindCompletion = "completion"
+	TokenKindCached     = "cached"
+	TokenKindReasoning  = "reasoning"
+)
+
+// Usage is what model requests cost, as the ask tool's result reports it
+// (runtime.Usage, structuredContent.usage): the tokens the endpoints
+// counted and, when the agent has a price for the model, the cost.
+type Usage struct {
+	Requests         int `json:"requests"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	// CachedTokens are part of PromptTokens, ReasoningTokens part of
+	// CompletionTokens.
+	CachedTokens    int     `json:"cached_tokens,omitempty"`
+	ReasoningTokens int     `json:"reasoning_tokens,omitempty"`
+	TotalTokens     int     `json:"total_tokens"`
+	CostUSD         float64 `json:"cost_usd,omitempty"`
+}
+
+// Add adds o to u.
+func (u *Usage) Add(o Usage) {
+	u.Requests += o.Requests
+	u.PromptTokens += o.PromptTokens
+	u.CompletionTokens += o.CompletionTokens
+	u.CachedTokens += o.CachedTokens
+	u.ReasoningTokens += o.ReasoningTokens
+	u.TotalTokens += o.TotalTokens
+	u.CostUSD += o.CostUSD
+}
+
+// StepUsage is one model step of an ask's turn: its request's size as
+// sent, how many times it was sent, and what it cost (runtime.StepUsage).
+type StepUsage struct {
+	Step         int   `json:"step"`
+	RequestBytes int   `json:"request_bytes"`
+	Attempts     int   `json:"attempts"`
+	Usage        Usage `json:"usage"`
+	// Start and DurationMS are the step's span (its retries included);
+	// Replayed: answered from the run's journal, not asked.
+	Start      time.Time `json:"start,omitzero"`
+	DurationMS float64   `json:"duration_ms,omitempty"`
+	Replayed   bool      `json:"replayed,omitempty"`
+	// Trimmed is how many earlier tool results were left out of the
+	// request to fit the model's context.
+	Trimmed int `json:"trimmed,omitempty"`
+	// FinishReason and ToolCalls are what the model's answer chose (the
+	// tool names as the model wrote them; ToolCallsLeft more not listed).
+	FinishReason  string   `json:"finish_reason,omitempty"`
+	ToolCalls     []string `json:"tool_calls,omitempty"`
+	ToolCallsLeft int      `json:"tool_calls_left,omitempty"`
+}
+
+// AgentCall is one tool call an ask's turn made, as the agent reported it
+// in its result (runtime.Result's delegations, delegation.Event): to a
+// sibling through the studio, or to any server the agent's tools/mcp.json
+// names (stdio or HTTP, third-party included), which the studio's proxy
+// never sees.
+type AgentCall struct {
+	// Server is the server's name in the agent's tools/mcp.json (a
+	// sibling's is its agent name), Tool the tool's MCP name.
+	Server     string    `json:"server"`
+	Tool       string    `json:"tool"`
+	Start      time.Time `json:"start,omitzero"`
+	DurationMS float64   `json:"duration_ms"`
+	// Outcome is delegation.Outcome: ok, tool_error, bad_arguments,
+	// unknown_tool, canceled, error, interrupted.
+	Outcome string `json:"outcome"`
+	Message string `json:"message,omitempty"`
+	// Retried: the pool re-initialized the server's session and sent it
+	// once more (Recovered: and that worked). Replayed: the server
+	// answered from its record of an earlier send.
+	Retried   bool `json:"retried,omitempty"`
+	Recovered bool `json:"recovered,omitempty"`
+	Replayed  bool `json:"replayed,omitempty"`
+	// RepairedFrom is the name the model wrote, when the agent routed
+	// another spelling of the tool to it (runtime.NameRepair).
+	RepairedFrom string `json:"repaired_from,omitempty"`
+	// Proxied: the call went through the studio's proxy, so it is also a
+	// hop of the run of its own (a sibling's tool).
+	Proxied bool `json:"proxied,omitempty"`
+}
+
+// MaxAgentCalls bounds the calls kept of one ask.
+const MaxAgentCalls = 200
+
+// Statuses of an ask's turn (runtime.Status), in its structuredContent.
+const (
+	AskAnswered         = "answered"
+	AskNotAnswered      = "not_answered"
+	AskDelegationFailed = "delegation_failed"
+	AskUnavailable      = "unavailable"
+	AskFailed           = "failed"
+)
+
+// Statuses of a tool's error result that carries the person's answer to
+// the confirmation it asked (structuredContent.action).
+const (
+	StatusDeclined     = "declined"
+	StatusCancelled    = "cancelled"
+	StatusNotConfirmed = "not confirmed"
 )

@@ -38,6 +38,16 @@ import (
 // fires when the OS thread that forked the child exits; Go keeps its threads
 // unless a goroutine exits while locked to one, which this package never does.
 
+// DefaultShutdownGrace and EnvShutdownGrace are agent serve's own
+// (agentserver's, checked equal by a test: this package runs processes and
+// does not import the server). The supervisor reads the variable as the
+// agent would and passes the grace explicitly, so that its wait before
+// SIGKILL is known to cover it.
+const (
+	DefaultShutdownGrace = 25 * time.Second
+	EnvShutdownGrace     = "SWITCHBOARD_SHUTDOWN_GRACE"
+)
+
 // childWaitDelay bounds how long an agent's exit waits for its output pipes
 // (see exec.Cmd.WaitDelay).
 const childWaitDelay = 2 * time.Second
@@ -52,7 +62,15 @@ type Config struct {
 	// Env is added to every agent's environment, after os.Environ().
 	Env          []string
 	StartTimeout time.Duration // how long an agent may take to listen
-	StopTimeout  time.Duration // between SIGTERM and SIGKILL
+	// StopTimeout is how long an agent may take to exit after SIGTERM
+	// beyond its ShutdownGrace; SIGKILL follows.
+	StopTimeout time.Duration
+	// ShutdownGrace, optional, is each agent's --shutdown-grace: how long
+	// the calls in flight may run once it drains; default
+	// $SWITCHBOARD_SHUTDOWN_GRACE in the agents' environment, else
+	// DefaultShutdownGrace. The supervisor waits this long plus
+	// StopTimeout before SIGKILL.
+	ShutdownGrace time.Duration
 	// MinBackoff and MaxBackoff bound the delay before restarting an agent
 	// that exited; HealthyAfter is how long a run must last for the
 	// backoff to reset.
@@ -244,6 +262,7 @@ func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 	if a.cfg.MaxConcurrent > 0 {
 		cmd.Args = append(cmd.Args, "--max-concurrent", strconv.Itoa(a.cfg.MaxConcurrent))
 	}
+	cmd.Args = append(cmd.Args, "--shutdown-grace", a.grace().String())
 	cmd.Env = append(os.Environ(), a.cfg.Env...)
 	if a.cfg.AgentEnv != nil {
 		cmd.Env = append(cmd.Env, a.cfg.AgentEnv(a.def.Name)...)
@@ -315,16 +334,50 @@ func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 	}
 }
 
-// terminate asks the child's process group to end, waits up to StopTimeout,
-// then kills it.
+// grace is the agents' --shutdown-grace: Config.ShutdownGrace, else the
+// variable in the agents' environment (Config.Env after os.Environ, the
+// last one winning, as in exec.Cmd), else the default. A value that is not
+// a positive duration leaves the default here; the agent itself refuses it
+// at startup, naming the variable, which is the error a person needs.
+func (a *Agent) grace() time.Duration {
+	if a.cfg.ShutdownGrace > 0 {
+		return a.cfg.ShutdownGrace
+	}
+	v, ok := os.LookupEnv(EnvShutdownGrace)
+	for _, kv := range a.cfg.Env {
+		if rest, found := strings.CutPrefix(kv, EnvShutdownGrace+"="); found {
+			v, ok = rest, true
+		}
+	}
+	if d, err := time.ParseDuration(v); ok && err == nil && d > 0 {
+		return d
+	}
+	return DefaultShutdownGrace
+}
+
+// terminate asks the child's process group to end, waits up to its
+// shutdown grace plus StopTimeout, then kills it.
+//
+// The child drains first (agent serve: the calls in flight finish, new
+// ones get 503), so the proxy must not send it new work meanwhile: its
+// upstream is cleared before the signal, and a request for the agent is
+// held (AwaitRunning) until the next process listens, as across a restart,
+// or answered as down once the agent is stopped.
 func (a *Agent) terminate(pid int, exited <-chan error) {
+	a.mu.Lock()
+	if a.upstream != nil {
+		a.upstream = nil
+		a.changedLocked()
+	}
+	a.mu.Unlock()
 	syscall.Kill(-pid, syscall.SIGTERM)
-	t := time.NewTimer(a.cfg.StopTimeout)
+	wait := a.grace() + a.cfg.StopTimeout
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-exited:
 	case <-t.C:
-		a.cfg.Logger.Warn("agent did not stop in time; killing it", "agent", a.def.Name, "pid", pid, "after", a.cfg.StopTimeout)
+		a.cfg.Logger.Warn("agent did not stop in time; killing it", "agent", a.def.Name, "pid", pid, "after", wait)
 		syscall.Kill(-pid, syscall.SIGKILL)
 		<-exited
 	}
@@ -387,7 +440,7 @@ func (a *Agent) AwaitRunning(ctx context.Context, max time.Duration, gone string
 		changed := a.changed
 		a.mu.Unlock()
 		switch {
-		case st.State == studioapi.StateRunning && st.Upstream != nil && st.Upstream.Host != gone,
+		case st.Routable() && st.Upstream.Host != gone,
 			st.State == studioapi.StateStopped, st.State == studioapi.StateGivenUp,
 			// Restarting: worth waiting only if the next start is within
 			// the wait.
@@ -431,4 +484,7 @@ type Status struct {
 	LastErrAt time.Time
 	LastExit  string
 	NextStart time.Time // restarting: when the next attempt begins
+	// Remote is where an agent on another host runs and what its last
+	// check found; nil for a process of the studio's.
+	Remote *studioapi.RemoteAgent
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-run/switchboard/internal/agentserver"
 )
 
 func TestBackoff(t *testing.T) {
@@ -42,5 +44,34 @@ func TestParseReady(t *testing.T) {
 		if _, ok := parseReady(l, "abacus"); ok {
 			t.Errorf("parseReady(%q) accepted", l)
 		}
+	}
+}
+
+// TestShutdownGrace: the supervisor's grace default and variable are agent
+// serve's, and the variable in the agents' environment is the grace it
+// passes and waits for.
+func TestShutdownGrace(t *testing.T) {
+	if DefaultShutdownGrace != agentserver.DefaultShutdownGrace || EnvShutdownGrace != agentserver.EnvShutdownGrace {
+		t.Fatalf("supervisor's %v %s, agent serve's %v %s: want the same", DefaultShutdownGrace, EnvShutdownGrace, agentserver.DefaultShutdownGrace, agentserver.EnvShutdownGrace)
+	}
+	t.Setenv(EnvShutdownGrace, "")
+	for _, c := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{}, DefaultShutdownGrace},
+		{Config{Env: []string{EnvShutdownGrace + "=3s"}}, 3 * time.Second},
+		{Config{Env: []string{EnvShutdownGrace + "=3s", EnvShutdownGrace + "=4s"}}, 4 * time.Second},
+		{Config{Env: []string{EnvShutdownGrace + "=soon"}}, DefaultShutdownGrace},
+		{Config{Env: []string{EnvShutdownGrace + "=3s"}, ShutdownGrace: time.Minute}, time.Minute},
+	} {
+		a := &Agent{cfg: &c.cfg}
+		if got := a.grace(); got != c.want {
+			t.Errorf("grace with %+v = %v, want %v", c.cfg, got, c.want)
+		}
+	}
+	t.Setenv(EnvShutdownGrace, "7s")
+	if got := (&Agent{cfg: &Config{}}).grace(); got != 7*time.Second {
+		t.Errorf("grace with $%s=7s = %v", EnvShutdownGrace, got)
 	}
 }

@@ -24,6 +24,11 @@ import (
 // ErrNotFound is returned by Load when nothing is stored for the key.
 var ErrNotFound = errors.New("no stored token")
 
+// ErrCorrupt is wrapped by Load's error when the key's file exists but is
+// not a token record for the key. It is not ErrNotFound: the file is there
+// and a caller must not take it for "no token" and overwrite it.
+var ErrCorrupt = errors.New("not a token record")
+
 // A Key names one stored token. Two identities never share a file, so one
 // caller's token is never sent on another's behalf.
 type Key struct {
@@ -102,7 +107,10 @@ func DefaultDir() (string, error) {
 	return filepath.Join(base, "switchboard", "tokens"), nil
 }
 
-// Load returns the record stored for k, or an error wrapping ErrNotFound.
+// Load returns the record stored for k, or an error wrapping ErrNotFound
+// when none is. Every other error names the file: one that cannot be read
+// (wrapping the *fs.PathError), or one that is not k's record (wrapping
+// ErrCorrupt).
 func (s *Store) Load(k Key) (*Record, error) {
 	path := filepath.Join(s.Dir, k.file())
 	data, err := os.ReadFile(path)
@@ -115,10 +123,10 @@ func (s *Store) Load(k Key) (*Record, error) {
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
 		// The error of encoding/json may quote the file's bytes: the token.
-		return nil, fmt.Errorf("token store: %s is not a token record", path)
+		return nil, fmt.Errorf("token store: %s is %w", path, ErrCorrupt)
 	}
 	if r.URL != k.URL || r.Identity != k.Identity {
-		return nil, fmt.Errorf("token store: %s belongs to another server or identity", path)
+		return nil, fmt.Errorf("token store: %s belongs to another server or identity: %w", path, ErrCorrupt)
 	}
 	return &r, nil
 }

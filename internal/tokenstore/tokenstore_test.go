@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -88,5 +89,35 @@ func TestRecordRedacts(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(r), "read") {
 		t.Errorf("String() = %q; want the scopes shown", r.String())
+	}
+}
+
+// TestLoadErrorsNameTheFile: a token file that exists but cannot be read, or
+// is not a record, is an error that names the file and is not ErrNotFound,
+// so that no caller takes it for "no token" and writes over it.
+func TestLoadErrorsNameTheFile(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	k := Key{URL: "https://a/mcp", Identity: "alice"}
+	path := filepath.Join(s.Dir, k.file())
+
+	if err := os.WriteFile(path, []byte(`{"access_token": "secret-garbage`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Load(k)
+	if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("corrupt file: err = %v; want ErrCorrupt naming %s", err, path)
+	}
+
+	// A directory where the file should be cannot be read, by root too
+	// (a mode of 000 would not stop root).
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Load(k)
+	if _, ok := errors.AsType[*fs.PathError](err); !ok || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("unreadable file: err = %v; want a *fs.PathError naming %s, not ErrNotFound", err, path)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/cli"
 	"github.com/switchboard-run/switchboard/internal/logging"
+	"github.com/switchboard-run/switchboard/internal/pgdb"
 	"github.com/switchboard-run/switchboard/internal/studio"
 	"github.com/switchboard-run/switchboard/internal/studioapi"
 	"github.com/switchboard-run/switchboard/internal/telemetry"
@@ -28,7 +29,10 @@ Run the studio: every agent under --dir/agents as a child process (its own
 "switchboard studio listening on URL" once the agents have had their first
 chance to start; SIGINT or SIGTERM stops the agents and the studio.
 $SWITCHBOARD_TOKEN, when set, is the bearer token every /api/ request must
-carry (required to listen beyond loopback).
+carry (required to listen beyond loopback). With --database (default
+$SWITCHBOARD_DATABASE_URL), a postgres:// URL, every agent keeps its
+idempotency ledger and packrat its notes in that PostgreSQL database
+(each agent in a schema of its own, shared by its replicas).
 
 flags:
 `
@@ -46,6 +50,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	dir := fs.String("dir", ".", "project directory holding agents/")
 	listen := fs.String("listen", studioapi.DefaultListen, "address to listen on; beyond loopback requires "+studioapi.EnvToken)
 	logFormat := fs.String("log-format", "text", "log format on stderr (the studio's and the agents'): "+logging.Formats)
+	database := fs.String("database", "", "PostgreSQL URL (postgres://...) for every agent's ledger and store; default $"+pgdb.EnvURL+"; empty: SQLite per agent")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), upUsage)
 		fs.PrintDefaults()
@@ -53,10 +58,32 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if code, ok := cli.Parse(fs, args, stdout, false); !ok {
 		return code
 	}
+	if *database == "" {
+		*database = os.Getenv(pgdb.EnvURL)
+	}
+	var agentEnv []string
+	if *database != "" {
+		if err := pgdb.CheckURL(*database); err != nil {
+			fmt.Fprintf(stderr, "switchboard up: --database: %v\n", err)
+			fs.Usage()
+			return 2
+		}
+		// Through the environment, not the agents' command lines, where
+		// any local user could read a password in it.
+		agentEnv = []string{pgdb.EnvURL + "=" + *database}
+	}
 	logger, err := logging.New(stderr, *logFormat, slog.LevelInfo)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchboard up: %v\n", err)
 		return 2
+	}
+	if *database != "" {
+		// A database that cannot be reached fails the studio at start,
+		// not each agent in a restart loop.
+		if err := pgdb.Ping(ctx, *database); err != nil {
+			fmt.Fprintf(stderr, "switchboard up: %v\n", err)
+			return 1
+		}
 	}
 	// Traces go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set; the agents
 	// read the same variable from the environment they inherit.
@@ -68,6 +95,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		Logger:      logger,
 		AgentOutput: stderr,
 		LogFormat:   *logFormat,
+		Env:         agentEnv,
+		DatabaseURL: *database,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "switchboard up: %v\n", err)

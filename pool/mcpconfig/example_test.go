@@ -51,3 +51,26 @@ func ExampleParse_error() {
 	// tools/mcp.json: server "notes": field "url": undefined variable ${NOTES_URL} (no default)
 	// server "notes", field "url", value "${NOTES_URL}/mcp"
 }
+
+// A server's tool filter leaves tools out of what the model is offered:
+// "disabledTools" names the ones to hide, "allowedTools" the only ones to
+// keep (Gemini CLI's "excludeTools" and "includeTools" are read as these).
+func ExampleParse_toolFilter() {
+	data := []byte(`{"mcpServers": {
+  "abacus": {"url": "http://127.0.0.1:8081/mcp", "disabledTools": ["calculate"]},
+  "packrat": {"url": "http://127.0.0.1:8082/mcp", "includeTools": ["store_note", "find_notes"]}
+}}`)
+	cfg, err := mcpconfig.Parse("tools/mcp.json", data, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range cfg.Servers {
+		fmt.Printf("%s: allowed %q, disabled %q\n", s.Name, s.AllowedTools, s.DisabledTools)
+	}
+	_, err = mcpconfig.Parse("tools/mcp.json", []byte(`{"mcpServers": {"abacus": {"url": "http://127.0.0.1:8081/mcp", "allowedTools": ["add"], "disabledTools": ["calculate"]}}}`), nil)
+	fmt.Println(err)
+	// Output:
+	// abacus: allowed [], disabled ["calculate"]
+	// packrat: allowed ["store_note" "find_notes"], disabled []
+	// tools/mcp.json: server "abacus": field "disabledTools": not allowed with "allowedTools", which already leaves out every tool it does not name; give one of them
+}

@@ -31,10 +31,20 @@
 // (a stdio server's working directory, relative to the mcp.json's folder),
 // "envFile" (VS Code: a file of NAME=value lines added to a stdio server's
 // environment; "env" wins over it) and "timeout" (Cline: seconds a call to
-// the server may take). Accepted and ignored, with a note in
-// [Config.Ignored] for the caller to log: VS Code's "dev" (watch and debug
-// settings for a server under development) and Cline's "alwaysAllow" and
-// "autoApprove" (tools run without asking: switchboard never asks).
+// the server may take). Switchboard's own: "maxResultBytes" (a
+// server's cap on the bytes of one answer the pool reads, a body over HTTP
+// or a line of a stdio server's stdout, from 1 KiB to
+// 1 GiB; default pool.DefaultMaxResultBytes, 16 MiB: past it the call fails
+// with pool.ErrResultTooLarge and nothing of the answer is kept).
+// Accepted and ignored, with a note in [Config.Ignored] for the caller to
+// log: VS Code's "dev" (watch and debug settings for a server under
+// development) and Cline's "alwaysAllow" and "autoApprove" (tools run
+// without asking: switchboard never asks).
+//
+// A server's tools can be filtered (filter.go): "allowedTools" names the
+// only tools of the server offered to the model, "disabledTools" the ones
+// left out; Gemini CLI's "includeTools" and "excludeTools" are read as the
+// same two lists.
 //
 // Variables (${VAR}, ${VAR:-default}, ${env:VAR}, $$ for a literal $) are
 // expanded in "url", header values, "command", "args" and "env" values.
@@ -81,8 +91,19 @@ type Server struct {
 	// Timeout bounds one call to the server ("timeout", in seconds); zero:
 	// the caller's own deadline only.
 	Timeout time.Duration
+	// MaxResultBytes caps one answer of the server, HTTP or stdio
+	// ("maxResultBytes"); zero: pool.DefaultMaxResultBytes.
+	MaxResultBytes int64
 	// OAuth is the server's "oauth" (oauth.go); nil when it has none.
 	OAuth *pool.OAuthConfig
+	// AllowedTools, when not nil, are the only tools of the server the
+	// model is offered ("allowedTools" or "includeTools"); DisabledTools
+	// are the tools it is not ("disabledTools" or "excludeTools"). At
+	// most one of the two is set, and each holds exact MCP tool names
+	// (filter.go). They are about what a model sees, so they stay here
+	// and out of [pool.Server]: package delegation applies them.
+	AllowedTools  []string
+	DisabledTools []string
 }
 
 // Config is a loaded mcp.json.
@@ -141,7 +162,7 @@ func (s *Server) Pool() *pool.Server {
 	return &pool.Server{
 		Name: s.Name, URL: s.URL, Headers: s.Headers,
 		Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Dir,
-		ProtocolVersion: s.ProtocolVersion, OAuth: s.OAuth,
+		ProtocolVersion: s.ProtocolVersion, OAuth: s.OAuth, MaxResultBytes: s.MaxResultBytes,
 	}
 }
 
@@ -163,7 +184,7 @@ const serverNameRule = "names must match ^[a-zA-Z0-9_-]{1,64}$ because they beco
 
 // Field names, in the order they are checked and listed in errors.
 var (
-	serverFields = []string{"type", "url", "headers", "command", "args", "env", "cwd", "envFile", "protocolVersion", "disabled", "timeout", "dev", "alwaysAllow", "autoApprove", "oauth"}
+	serverFields = []string{"type", "url", "headers", "command", "args", "env", "cwd", "envFile", "protocolVersion", "disabled", "timeout", "maxResultBytes", "dev", "alwaysAllow", "autoApprove", "oauth", "allowedTools", "disabledTools", "includeTools", "excludeTools"}
 	httpFields   = []string{"url", "headers", "oauth"}
 	stdioFields  = []string{"command", "args", "env", "cwd", "envFile"}
 )
@@ -188,6 +209,11 @@ var hints = map[string]string{
 	"mcp":       `; "mcp" wraps the servers in VS Code's settings.json, but mcp.json has "servers" at the top level`,
 	"serverUrl": `; did you mean "url"?`,
 	"httpUrl":   `; did you mean "url"?`,
+	// Claude Code's --allowedTools/--disallowedTools and Roo Code's
+	// proposed "onlyAllow" are the same ideas under other names.
+	"disallowedTools": `; did you mean "disabledTools"?`,
+	"enabledTools":    `; did you mean "allowedTools"?`,
+	"onlyAllow":       `; did you mean "allowedTools"?`,
 }
 
 type parser struct {
@@ -315,14 +341,16 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 
 	// First the shape: known fields with the right JSON types.
 	var (
-		has      = make(map[string]bool)
-		str      = make(map[string]string) // the string-valued fields
-		args     []string
-		headers  []kv
-		env      []kv
-		disabled bool
-		timeout  time.Duration
-		oauth    *pool.OAuthConfig
+		has       = make(map[string]bool)
+		str       = make(map[string]string) // the string-valued fields
+		args      []string
+		headers   []kv
+		env       []kv
+		disabled  bool
+		timeout   time.Duration
+		maxResult int64
+		oauth     *pool.OAuthConfig
+		filters   []filterList
 	)
 	for _, m := range ms {
 		has[m.Key] = true
@@ -332,10 +360,17 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 			str[m.Key], err = sp.str(m.Key, m.Raw)
 		case "timeout":
 			timeout, err = sp.timeout(m.Raw)
+		case "maxResultBytes":
+			maxResult, err = sp.maxResultBytes(m.Raw)
 		case "oauth":
 			oauth, err = sp.oauth(m.Raw)
 		case "alwaysAllow", "autoApprove":
 			_, err = sp.strs(m)
+		case "allowedTools", "disabledTools", "includeTools", "excludeTools":
+			var names []string
+			if names, err = sp.strs(m); err == nil {
+				filters = append(filters, filterList{field: m.Key, raw: string(m.Raw), names: names})
+			}
 		case "dev":
 			if k := strictjson.Kind(m.Raw); k != "object" {
 				err = sp.fail(m.Key, string(m.Raw), "want an object, got %s", k)
@@ -388,7 +423,10 @@ func (sp *serverParser) parse(raw json.RawMessage) (*Server, error) {
 	}
 
 	// Then the values.
-	s := &Server{Name: sp.name, Type: typ, Timeout: timeout, OAuth: oauth}
+	s := &Server{Name: sp.name, Type: typ, Timeout: timeout, MaxResultBytes: maxResult, OAuth: oauth}
+	if s.AllowedTools, s.DisabledTools, err = sp.toolFilter(filters); err != nil {
+		return nil, err
+	}
 	if v, ok := str["protocolVersion"]; ok {
 		if !slices.Contains(protocolVersions, v) {
 			return nil, sp.fail("protocolVersion", v, "unsupported protocol version %q; want one of %q", v, protocolVersions)
@@ -443,6 +481,26 @@ func (sp *serverParser) timeout(raw json.RawMessage) (time.Duration, error) {
 		return 0, sp.fail("timeout", string(raw), "want seconds between 0 and %d, got %v", int(maxTimeout.Seconds()), secs)
 	}
 	return d, nil
+}
+
+// The bounds of "maxResultBytes": an answer under 1 KiB is an error
+// message, and one past 1 GiB is no tool result a process should hold.
+const (
+	minMaxResultBytes = 1 << 10
+	maxMaxResultBytes = 1 << 30
+)
+
+// maxResultBytes reads "maxResultBytes": an integer number of bytes.
+func (sp *serverParser) maxResultBytes(raw json.RawMessage) (int64, error) {
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if strictjson.Kind(raw) != "number" || err != nil || n < minMaxResultBytes || n > maxMaxResultBytes {
+		got := strictjson.Kind(raw)
+		if got == "number" {
+			got = string(raw)
+		}
+		return 0, sp.fail("maxResultBytes", string(raw), "want an integer number of bytes from %d to %d, got %s", minMaxResultBytes, maxMaxResultBytes, got)
+	}
+	return n, nil
 }
 
 // base is the folder relative paths in the file are taken from: the

@@ -192,7 +192,7 @@ func TestParseErrors(t *testing.T) {
 		{"server not an object", `{"mcpServers": {"a": "http://a"}}`,
 			p + `server "a": want an object, got string`},
 		{"unknown server field", server(`"command": "x", "workdir": "/tmp"`),
-			p + `server "a": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove, oauth`},
+			p + `server "a": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, maxResultBytes, dev, alwaysAllow, autoApprove, oauth, allowedTools, disabledTools, includeTools, excludeTools`},
 		// Other dialects' fields: accepted with their types checked.
 		{"cwd on an http server", server(`"url": "http://a", "cwd": "/tmp"`),
 			p + `server "a": field "cwd": not allowed on a Streamable HTTP server (it has "url")`},
@@ -204,6 +204,14 @@ func TestParseErrors(t *testing.T) {
 			p + `server "a": field "timeout": want a number of seconds, got string`},
 		{"timeout zero", server(`"url": "http://a", "timeout": 0`),
 			p + `server "a": field "timeout": want seconds between 0 and 86400, got 0`},
+		{"maxResultBytes a string", server(`"url": "http://a", "maxResultBytes": "16MiB"`),
+			p + `server "a": field "maxResultBytes": want an integer number of bytes from 1024 to 1073741824, got string`},
+		{"maxResultBytes too small", server(`"url": "http://a", "maxResultBytes": 100`),
+			p + `server "a": field "maxResultBytes": want an integer number of bytes from 1024 to 1073741824, got 100`},
+		{"maxResultBytes a fraction", server(`"url": "http://a", "maxResultBytes": 2048.5`),
+			p + `server "a": field "maxResultBytes": want an integer number of bytes from 1024 to 1073741824, got 2048.5`},
+		{"maxResultBytes past 1 GiB", server(`"url": "http://a", "maxResultBytes": 1073741825`),
+			p + `server "a": field "maxResultBytes": want an integer number of bytes from 1024 to 1073741824, got 1073741825`},
 		{"alwaysAllow not strings", server(`"url": "http://a", "alwaysAllow": [1]`),
 			p + `server "a": field "alwaysAllow[0]": want a string, got number`},
 		{"dev not an object", server(`"command": "x", "dev": true`),
@@ -213,9 +221,9 @@ func TestParseErrors(t *testing.T) {
 		{"port zero", server(`"url": "http://127.0.0.1:0/mcp"`),
 			p + `server "a": field "url": URL "http://127.0.0.1:0/mcp": port 0 is out of range (1-65535)`},
 		{"misspelled server field", server(`"URL": "http://a"`),
-			p + `server "a": field "URL": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove, oauth; did you mean "url"?`},
+			p + `server "a": field "URL": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, maxResultBytes, dev, alwaysAllow, autoApprove, oauth, allowedTools, disabledTools, includeTools, excludeTools; did you mean "url"?`},
 		{"Windsurf serverUrl", server(`"serverUrl": "http://a"`),
-			p + `server "a": field "serverUrl": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove, oauth; did you mean "url"?`},
+			p + `server "a": field "serverUrl": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, maxResultBytes, dev, alwaysAllow, autoApprove, oauth, allowedTools, disabledTools, includeTools, excludeTools; did you mean "url"?`},
 		{"duplicate server field", server(`"url": "http://a", "url": "http://b"`),
 			p + `server "a": field "url": duplicate field`},
 		{"url not a string", server(`"url": 8080`),
@@ -399,8 +407,8 @@ func TestOtherDialectsFields(t *testing.T) {
   "inputs": [{"type": "promptString", "id": "key"}],
   "servers": {
     "local": {"type": "stdio", "command": "node", "args": ["index.js"], "cwd": "srv", "envFile": ".env",
-              "env": {"MODE": "env"}, "dev": {"watch": "src/**/*.ts"}},
-    "remote": {"url": "http://127.0.0.1:8080/mcp", "timeout": 90, "alwaysAllow": ["read"], "autoApprove": []},
+              "env": {"MODE": "env"}, "dev": {"watch": "src/**/*.ts"}, "maxResultBytes": 4096},
+    "remote": {"url": "http://127.0.0.1:8080/mcp", "timeout": 90, "maxResultBytes": 65536, "alwaysAllow": ["read"], "autoApprove": []},
     "off": {"command": "nope", "disabled": true, "cwd": "does-not-matter"}
   }
 }`), lookup)
@@ -409,8 +417,8 @@ func TestOtherDialectsFields(t *testing.T) {
 	}
 	want := []*mcpconfig.Server{
 		{Name: "local", Type: "stdio", Command: "node", Args: []string{"index.js"}, Dir: filepath.Join(dir, "srv"),
-			Env: map[string]string{"API_KEY": "k$1", "MODE": "env"}},
-		{Name: "remote", Type: "http", URL: "http://127.0.0.1:8080/mcp", Timeout: 90 * time.Second},
+			Env: map[string]string{"API_KEY": "k$1", "MODE": "env"}, MaxResultBytes: 4096},
+		{Name: "remote", Type: "http", URL: "http://127.0.0.1:8080/mcp", Timeout: 90 * time.Second, MaxResultBytes: 65536},
 	}
 	if !reflect.DeepEqual(cfg.Servers, want) {
 		t.Errorf("servers\n got %+v\nwant %+v", cfg.Servers, want)

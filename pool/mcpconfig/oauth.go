@@ -78,14 +78,14 @@ func (sp *serverParser) oauth(raw json.RawMessage) (*pool.OAuthConfig, error) {
 				return nil, sp.fail(field, s, "scopes is empty")
 			}
 		case "grant":
-			if v != pool.GrantAuthorizationCode && v != pool.GrantClientCredentials {
+			if g := pool.Grant(v); g != pool.GrantAuthorizationCode && g != pool.GrantClientCredentials {
 				return nil, sp.fail(field, v, "unknown grant %s; want %q or %q", strconv.Quote(v), pool.GrantAuthorizationCode, pool.GrantClientCredentials)
 			}
-			o.Grant = v
+			o.Grant = pool.Grant(v)
 		case "tokenEndpointAuthMethod":
-			switch v {
+			switch m := pool.AuthMethod(v); m {
 			case pool.AuthMethodBasic, pool.AuthMethodPost:
-				o.TokenEndpointAuthMethod = v
+				o.TokenEndpointAuthMethod = m
 			case pool.AuthMethodPrivateKeyJWT:
 				wantKey = true // the key itself selects it
 			default:
@@ -122,7 +122,7 @@ func (sp *serverParser) oauth(raw json.RawMessage) (*pool.OAuthConfig, error) {
 		return nil, sp.fail("oauth.tokenEndpointAuthMethod", pool.AuthMethodPrivateKeyJWT, "private_key_jwt needs oauth.privateKeyFile")
 	}
 	if o.Grant == pool.GrantClientCredentials && (o.ClientID == "" || o.ClientSecret == "" && o.PrivateKeyPEM == "") {
-		return nil, sp.fail("oauth.grant", o.Grant, "the client_credentials grant needs oauth.clientId and oauth.clientSecret or oauth.privateKeyFile")
+		return nil, sp.fail("oauth.grant", string(o.Grant), "the client_credentials grant needs oauth.clientId and oauth.clientSecret or oauth.privateKeyFile")
 	}
 	return o, nil
 }

@@ -19,21 +19,47 @@
 //	  "name": "packrat",
 //	  "description": "Keeps notes and finds them again.",
 //	  "instructions": "You are packrat, ...",
-//	  "model": {"base_url": "", "name": "builtin", "api_key_env": "OPENAI_API_KEY", "max_retries": 2},
+//	  "model": {"base_url": "", "name": "builtin", "api_key_env": "OPENAI_API_KEY", "max_retries": 2,
+//	            "prices": {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60}}},
 //	  "tools": ["packrat"],
 //	  "max_steps": 10,
 //	  "max_depth": 4,
 //	  "max_calls_per_step": 16,
 //	  "max_calls_per_turn": 64,
+//	  "call_timeout": 120,
 //	  "allow_stdio": false,
-//	  "elicit": false
+//	  "elicit": false,
+//	  "context": {"max_tool_result_bytes": 65536, "max_tool_results_bytes": 196608, "max_tools": 128}
 //	}
 //
 // The name must be the folder's name and match ^[a-z][a-z0-9-]{0,31}$
 // (it is also the agent's URL path and the prefix of the tool names other
 // agents see); the description is what other agents read to decide when to
 // delegate. The fields are documented on [Definition] and [Model], their
-// bounds in the constants below.
+// bounds in the constants below. model.prices gives each model's price in
+// USD per million tokens ([Price]: input and output required, cached_input
+// optional), as providers publish them; "context" bounds what a turn puts
+// into the model's context ([Context]; an absent member is the runtime's
+// default).
+//
+// An agent that runs on another host is a folder holding only an
+// agent.json that gives its url (and, optionally, the environment variable
+// holding the bearer token the studio sends it):
+//
+//	{
+//	  "name": "packrat",
+//	  "description": "Keeps notes and finds them again.",
+//	  "url": "http://${PACKRAT_HOST:-packrat.default.svc}:8080/mcp",
+//	  "token_env": "PACKRAT_TOKEN"
+//	}
+//
+// The studio proxies to it and starts no process for it ([Definition.Remote]).
+// Its url takes ${VARIABLES} as tools/mcp.json's do, must be http:// or
+// https:// and carry no user info (a credential goes in token_env). Only
+// name, description (optional for it), url and token_env are allowed: what
+// else an agent.json says (its model, tools, instructions, bounds) and its
+// tools/mcp.json are read where the agent runs, so here they would be
+// ignored, and are an error that says so instead.
 //
 // As with mcp.json, unknown fields, duplicate fields and values of the wrong
 // type are errors that name the file, the field and the value: a typo that
@@ -47,6 +73,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -54,6 +81,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/strictjson"
@@ -81,6 +109,12 @@ type Definition struct {
 	// must not fan out into thousands of calls.
 	MaxCallsPerStep int
 	MaxCallsPerTurn int
+	// CallTimeout bounds each delegation to a sibling ("call_timeout", in
+	// seconds); zero: none of its own, the turn's deadline only. A
+	// server's mcp.json "timeout" takes precedence for calls to that
+	// server. A sibling that hangs or drips would otherwise hold the turn
+	// until its caller gives up.
+	CallTimeout time.Duration
 	// AllowStdio permits starting stdio servers declared in tools/mcp.json.
 	AllowStdio bool
 	// Elicit lets the servers this agent calls ask its caller
@@ -88,8 +122,40 @@ type Definition struct {
 	// who asked). Default false: a server reaches the person only through
 	// agents that say so, and without it a server's request is declined.
 	Elicit bool
+	// Context bounds what a turn puts into the model's context; its zero
+	// fields are the runtime's defaults.
+	Context Context
 	// MCP is tools/mcp.json; an agent without one has an empty Config.
 	MCP *mcpconfig.Config
+
+	// URL is the MCP endpoint of an agent that runs on another host, with
+	// its ${VARIABLES} expanded; empty for an agent the studio runs. See
+	// [Definition.Remote].
+	URL string
+	// TokenEnv names the environment variable whose value the studio
+	// sends to the agent at URL as its bearer token; empty: none is sent.
+	// Only the name is read here: the studio looks the value up when it
+	// starts, so that loading a definition never needs the secret.
+	TokenEnv string
+}
+
+// Remote reports whether the agent runs on another host: its agent.json
+// gives a url, which the studio proxies to without starting a process.
+func (d *Definition) Remote() bool { return d.URL != "" }
+
+// Context is agent.json's "context": how much of what the tools return,
+// and how many tools, go to the model in one request. A zero field means
+// the runtime's default (runtime.DefaultMaxToolResultBytes and the
+// others). What is cut is cut from the model's copy only: the turn's
+// record keeps every result whole.
+type Context struct {
+	// MaxToolResultBytes bounds the text of one tool result in a request.
+	MaxToolResultBytes int
+	// MaxToolResultsBytes bounds the text of all the tool results in one
+	// request, those of earlier steps included.
+	MaxToolResultsBytes int
+	// MaxTools bounds the tools offered to the model in one request.
+	MaxTools int
 }
 
 // Model says which model drives the agent's turn.
@@ -104,6 +170,20 @@ type Model struct {
 	// sent again (a 429, a 5xx, a reset or refused connection); nil means
 	// the runtime's default. From 0 to MaxMaxRetries.
 	MaxRetries *int
+	// Prices are what each model's tokens cost, by model name, so that a
+	// turn's Usage says what it cost in USD. A model without a price costs
+	// nothing on the bill (it is not known, not free).
+	Prices map[string]Price
+}
+
+// Price is what a model's tokens cost, in USD per million tokens, as
+// providers publish them ("$0.15 / 1M input tokens").
+type Price struct {
+	Input float64
+	// CachedInput is the price of the prompt tokens the provider served
+	// from its cache; nil means they cost Input.
+	CachedInput *float64
+	Output      float64
 }
 
 // Defaults and limits of agent.json.
@@ -120,6 +200,17 @@ const (
 	// MaxMaxRetries bounds model.max_retries: past a few retries with
 	// backoff an endpoint is down, and the person who asked is waiting.
 	MaxMaxRetries = 10
+	// The bounds of "context". A tool result under 1 KiB is too little
+	// for a model to act on; 16 MiB (64 MiB for all of a request's) is
+	// past any model's context, so a larger number is a mistake. MaxMaxTools
+	// is the pool's cap of tools kept per server.
+	MinContextBytes        = 1 << 10
+	MaxMaxToolResultBytes  = 16 << 20
+	MaxMaxToolResultsBytes = 64 << 20
+	MaxMaxTools            = 2000
+	// MaxCallTimeout bounds "call_timeout", as mcp.json's "timeout" is: a
+	// day is past any call worth waiting for.
+	MaxCallTimeout = 24 * time.Hour
 )
 
 // File names inside an agent's folder.
@@ -133,8 +224,12 @@ const (
 var agentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 var (
-	fields      = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "max_calls_per_step", "max_calls_per_turn", "allow_stdio", "elicit"}
-	modelFields = []string{"base_url", "name", "api_key_env", "max_retries"}
+	fields = []string{"name", "description", "instructions", "model", "tools", "max_steps", "max_depth", "max_calls_per_step", "max_calls_per_turn", "call_timeout", "allow_stdio", "elicit", "context", "url", "token_env"}
+	// remoteFields are the fields an agent.json with a url may have.
+	remoteFields  = []string{"name", "description", "url", "token_env"}
+	modelFields   = []string{"base_url", "name", "api_key_env", "max_retries", "prices"}
+	priceFields   = []string{"input", "cached_input", "output"}
+	contextFields = []string{"max_tool_result_bytes", "max_tool_results_bytes", "max_tools"}
 )
 
 // Load reads the agent in dir: dir/agent.json and, if present,
@@ -158,13 +253,23 @@ func LoadWith(dir string, lookup func(string) (string, bool)) (*Definition, erro
 	if abs, err := filepath.Abs(dir); err == nil {
 		folder = filepath.Base(abs) // so that Load(".") knows its name
 	}
-	d, err := parse(path, folder, data)
+	d, err := parse(path, folder, data, lookup)
 	if err != nil {
 		return nil, err
 	}
 	d.Dir = dir
 
 	mcpPath := filepath.Join(dir, filepath.FromSlash(MCPFile))
+	if d.Remote() {
+		// Its siblings are configured where it runs: a tools/mcp.json
+		// here would be silently ignored.
+		if _, err := os.Stat(mcpPath); !errors.Is(err, fs.ErrNotExist) {
+			return nil, &mcpconfig.ConfigError{File: mcpPath, Value: d.URL,
+				Msg: fmt.Sprintf("agent %q runs elsewhere (its agent.json gives a url), so its tools/mcp.json is read on its own host, not here; remove this file", d.Name)}
+		}
+		d.MCP = &mcpconfig.Config{Path: mcpPath}
+		return d, nil
+	}
 	d.MCP, err = mcpconfig.LoadWith(mcpPath, lookup)
 	if errors.Is(err, fs.ErrNotExist) {
 		d.MCP, err = &mcpconfig.Config{Path: mcpPath}, nil
@@ -223,8 +328,9 @@ func (p *parser) fail(field, value, format string, args ...any) error {
 	return &mcpconfig.ConfigError{File: p.file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
 }
 
-// parse parses data as the agent.json at path in the folder named folder.
-func parse(path, folder string, data []byte) (*Definition, error) {
+// parse parses data as the agent.json at path in the folder named folder,
+// with url's variables looked up by lookup.
+func parse(path, folder string, data []byte, lookup func(string) (string, bool)) (*Definition, error) {
 	p := &parser{file: path}
 	if line, col, err := strictjson.SyntaxError(data); err != nil {
 		return nil, &mcpconfig.ConfigError{File: path, Line: line, Col: col, Msg: "invalid JSON", Err: err}
@@ -259,16 +365,38 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 			d.MaxCallsPerStep, err = p.int(m.Key, m.Raw, 1, MaxMaxCalls)
 		case "max_calls_per_turn":
 			d.MaxCallsPerTurn, err = p.int(m.Key, m.Raw, 1, MaxMaxCalls)
+		case "call_timeout":
+			d.CallTimeout, err = p.seconds(m.Key, m.Raw, MaxCallTimeout)
 		case "allow_stdio":
 			d.AllowStdio, err = p.bool(m.Key, m.Raw)
 		case "elicit":
 			d.Elicit, err = p.bool(m.Key, m.Raw)
+		case "context":
+			d.Context, err = p.context(m.Raw)
+		case "url":
+			d.URL, err = p.remoteURL(m.Raw, lookup)
+		case "token_env":
+			d.TokenEnv, err = p.str(m.Key, m.Raw)
+			if err == nil && !mcpconfig.ValidVarName(d.TokenEnv) {
+				err = p.fail(m.Key, d.TokenEnv, "invalid environment variable name %q; want letters, digits and _, not starting with a digit", d.TokenEnv)
+			}
 		default:
 			err = p.unknown("", m.Key, fields)
 		}
 		if err != nil {
 			return nil, err
 		}
+	}
+
+	if has["url"] {
+		// Every field but these is read where the agent runs.
+		for _, m := range ms {
+			if !slices.Contains(remoteFields, m.Key) {
+				return nil, p.fail(m.Key, "", "agent runs elsewhere (it gives a url): %s is set in the agent.json on its own host, not here; an agent.json with a url may have only %s", m.Key, strings.Join(remoteFields, ", "))
+			}
+		}
+	} else if has["token_env"] {
+		return nil, p.fail("token_env", d.TokenEnv, "is the bearer token for an agent on another host, and needs a url")
 	}
 
 	switch {
@@ -278,6 +406,8 @@ func parse(path, folder string, data []byte) (*Definition, error) {
 		return nil, p.fail("name", d.Name, "invalid agent name %q; names must match ^[a-z][a-z0-9-]{0,31}$", d.Name)
 	case d.Name != folder:
 		return nil, p.fail("name", d.Name, "%q does not match the folder name %q", d.Name, folder)
+	case !has["description"] && d.Remote():
+		// Its own agent.json, where it runs, describes it.
 	case !has["description"]:
 		return nil, p.fail("description", "", "required; other agents read it to decide when to delegate")
 	case strings.TrimSpace(d.Description) == "":
@@ -360,6 +490,19 @@ func (p *parser) int(field string, raw json.RawMessage, lo, hi int) (int, error)
 	return 0, p.fail(field, string(raw), "want an integer from %d to %d, got %s", lo, hi, got)
 }
 
+// seconds decodes a number of seconds, more than 0 and at most hi.
+func (p *parser) seconds(field string, raw json.RawMessage, hi time.Duration) (time.Duration, error) {
+	var secs float64
+	if strictjson.Kind(raw) != "number" || json.Unmarshal(raw, &secs) != nil {
+		return 0, p.fail(field, string(raw), "want a number of seconds, got %s", strictjson.Kind(raw))
+	}
+	d := time.Duration(secs * float64(time.Second))
+	if secs <= 0 || d <= 0 || d > hi {
+		return 0, p.fail(field, string(raw), "want seconds more than 0 and at most %d, got %v", int(hi.Seconds()), secs)
+	}
+	return d, nil
+}
+
 func (p *parser) model(raw json.RawMessage) (Model, error) {
 	var m Model
 	ms, err := p.object("model", raw)
@@ -386,6 +529,8 @@ func (p *parser) model(raw json.RawMessage) (Model, error) {
 			var n int
 			n, err = p.int(field, e.Raw, 0, MaxMaxRetries)
 			m.MaxRetries = &n
+		case "prices":
+			m.Prices, err = p.prices(e.Raw)
 		default:
 			err = p.unknown("model", e.Key, modelFields)
 		}
@@ -397,6 +542,47 @@ func (p *parser) model(raw json.RawMessage) (Model, error) {
 		m.Name = DefaultModel
 	}
 	return m, nil
+}
+
+// remoteURL parses "url": the endpoint of an agent on another host. Its
+// variables and its checks are tools/mcp.json's, by the one parser of
+// that format (package mcpconfig), so that a url means the same in both
+// files; the error is rewritten to name this file and field. User info is
+// refused: it would be shown wherever the URL is, and a credential
+// belongs in token_env.
+func (p *parser) remoteURL(raw json.RawMessage, lookup func(string) (string, bool)) (string, error) {
+	s, err := p.str("url", raw)
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", p.fail("url", s, "empty URL; give the agent's MCP endpoint, e.g. http://packrat.default.svc:8080/mcp")
+	}
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	doc, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"agent": map[string]any{"url": s}}})
+	cfg, err := mcpconfig.Parse(p.file, doc, lookup)
+	if ce, ok := errors.AsType[*mcpconfig.ConfigError](err); ok {
+		return "", &mcpconfig.ConfigError{File: p.file, Field: "url", Value: s, Msg: ce.Msg, Err: ce.Err}
+	} else if err != nil {
+		return "", &mcpconfig.ConfigError{File: p.file, Field: "url", Value: s, Msg: "invalid URL", Err: err}
+	}
+	srv, ok := cfg.Server("agent")
+	if !ok {
+		return "", p.fail("url", s, "invalid URL %q", s)
+	}
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		return "", p.fail("url", s, "invalid URL")
+	}
+	switch {
+	case u.User != nil:
+		return "", p.fail("url", s, "URL %q carries user info; put the agent's credential in the environment variable token_env names", u.Redacted())
+	case u.Fragment != "" || u.RawFragment != "":
+		return "", p.fail("url", s, "URL %q has a fragment, which is never sent", u.Redacted())
+	}
+	return srv.URL, nil
 }
 
 func (p *parser) checkURL(field, raw string) error {
@@ -436,4 +622,106 @@ func (p *parser) tools(raw json.RawMessage) ([]string, error) {
 		tools = append(tools, s)
 	}
 	return tools, nil
+}
+
+// context parses "context". One tool result may not be larger than all of
+// them together: the smaller bound would silently win.
+func (p *parser) context(raw json.RawMessage) (Context, error) {
+	var c Context
+	ms, err := p.object("context", raw)
+	if err != nil {
+		return c, err
+	}
+	for _, e := range ms {
+		field := "context." + e.Key
+		var err error
+		switch e.Key {
+		case "max_tool_result_bytes":
+			c.MaxToolResultBytes, err = p.int(field, e.Raw, MinContextBytes, MaxMaxToolResultBytes)
+		case "max_tool_results_bytes":
+			c.MaxToolResultsBytes, err = p.int(field, e.Raw, MinContextBytes, MaxMaxToolResultsBytes)
+		case "max_tools":
+			c.MaxTools, err = p.int(field, e.Raw, 1, MaxMaxTools)
+		default:
+			err = p.unknown("context", e.Key, contextFields)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	if c.MaxToolResultBytes != 0 && c.MaxToolResultsBytes != 0 && c.MaxToolResultBytes > c.MaxToolResultsBytes {
+		return c, p.fail("context.max_tool_result_bytes", strconv.Itoa(c.MaxToolResultBytes),
+			"one tool result (%d bytes) cannot be larger than all of a request's (context.max_tool_results_bytes, %d bytes)", c.MaxToolResultBytes, c.MaxToolResultsBytes)
+	}
+	return c, nil
+}
+
+// prices parses "model.prices": an object of model name to price.
+func (p *parser) prices(raw json.RawMessage) (map[string]Price, error) {
+	ms, err := p.object("model.prices", raw)
+	if err != nil {
+		return nil, err
+	}
+	prices := make(map[string]Price, len(ms))
+	for _, e := range ms {
+		field := "model.prices." + e.Key
+		if strings.TrimSpace(e.Key) == "" {
+			return nil, p.fail(field, "", "empty model name")
+		}
+		pr, err := p.price(field, e.Raw)
+		if err != nil {
+			return nil, err
+		}
+		prices[e.Key] = pr
+	}
+	return prices, nil
+}
+
+// price parses one model's price; input and output are required, so that
+// a price table with a typo'd member does not bill a model's output at 0.
+func (p *parser) price(field string, raw json.RawMessage) (Price, error) {
+	var pr Price
+	ms, err := p.object(field, raw)
+	if err != nil {
+		return pr, err
+	}
+	has := map[string]bool{}
+	for _, e := range ms {
+		f := field + "." + e.Key
+		has[e.Key] = true
+		var err error
+		var v float64
+		switch e.Key {
+		case "input":
+			pr.Input, err = p.usd(f, e.Raw)
+		case "cached_input":
+			v, err = p.usd(f, e.Raw)
+			pr.CachedInput = &v
+		case "output":
+			pr.Output, err = p.usd(f, e.Raw)
+		default:
+			err = p.unknown(field, e.Key, priceFields)
+		}
+		if err != nil {
+			return pr, err
+		}
+	}
+	for _, k := range []string{"input", "output"} {
+		if !has[k] {
+			return pr, p.fail(join(field, k), "", "required: the price in USD per million tokens (0 for free)")
+		}
+	}
+	return pr, nil
+}
+
+// usd decodes a price in USD per million tokens: a number, zero or more.
+func (p *parser) usd(field string, raw json.RawMessage) (float64, error) {
+	got := strictjson.Kind(raw)
+	if got == "number" {
+		got = string(raw)
+		if v, err := strconv.ParseFloat(got, 64); err == nil && v >= 0 && !math.IsInf(v, 0) {
+			return v, nil
+		}
+	}
+	return 0, p.fail(field, string(raw), "want a price in USD per million tokens, a number 0 or more, got %s", got)
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/pool/mcpconfig"
@@ -84,6 +85,30 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadContextAndPrices reads the context budget and the price table.
+func TestLoadContextAndPrices(t *testing.T) {
+	dir := writeAgent(t, t.TempDir(), "packrat", minimal(`,
+  "model": {"base_url": "https://api.openai.com/v1", "name": "gpt-4o-mini", "prices": {
+    "gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60},
+    "llama3.1": {"input": 0, "output": 0}}},
+  "context": {"max_tool_result_bytes": 8192, "max_tool_results_bytes": 32768, "max_tools": 40}`), "")
+	got, err := agentdef.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := 0.075
+	wantPrices := map[string]agentdef.Price{
+		"gpt-4o-mini": {Input: 0.15, CachedInput: &cached, Output: 0.60},
+		"llama3.1":    {},
+	}
+	if !reflect.DeepEqual(got.Model.Prices, wantPrices) {
+		t.Errorf("prices %+v, want %+v", got.Model.Prices, wantPrices)
+	}
+	if want := (agentdef.Context{MaxToolResultBytes: 8192, MaxToolResultsBytes: 32768, MaxTools: 40}); got.Context != want {
+		t.Errorf("context %+v, want %+v", got.Context, want)
+	}
+}
+
 func TestLoadDefaults(t *testing.T) {
 	dir := writeAgent(t, t.TempDir(), "scout", `{"name": "scout", "description": "Looks around.", "model": {}}`, "")
 	got, err := agentdef.Load(dir)
@@ -126,9 +151,9 @@ func TestLoadErrors(t *testing.T) {
 		{"top level not an object", `"packrat"`,
 			"", `: want a JSON object at the top level, got string`},
 		{"unknown field", minimal(`, "$schema": "https://example.com/agent.schema.json"`),
-			"", `: field "$schema": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio, elicit`},
+			"", `: field "$schema": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, call_timeout, allow_stdio, elicit, context, url, token_env`},
 		{"camelCase field", minimal(`, "maxSteps": 5`),
-			"", `: field "maxSteps": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio, elicit; did you mean "max_steps"?`},
+			"", `: field "maxSteps": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, call_timeout, allow_stdio, elicit, context, url, token_env; did you mean "max_steps"?`},
 		{"duplicate field", minimal(`, "max_steps": 5, "max_steps": 6`),
 			"", `: field "max_steps": duplicate field`},
 		{"name missing", `{"description": "Keeps notes."}`,
@@ -148,7 +173,7 @@ func TestLoadErrors(t *testing.T) {
 		{"model not an object", minimal(`, "model": "gpt-4o-mini"`),
 			"", `: field "model": want an object, got string`},
 		{"model unknown field", minimal(`, "model": {"baseURL": "http://localhost:11434/v1"}`),
-			"", `: field "model.baseURL": unknown field in "model"; known fields are base_url, name, api_key_env, max_retries; did you mean "base_url"?`},
+			"", `: field "model.baseURL": unknown field in "model"; known fields are base_url, name, api_key_env, max_retries, prices; did you mean "base_url"?`},
 		{"model duplicate field", minimal(`, "model": {"name": "a", "name": "b"}`),
 			"", `: field "model.name": duplicate field`},
 		{"model base_url without scheme", minimal(`, "model": {"base_url": "localhost:11434/v1"}`),
@@ -184,9 +209,47 @@ func TestLoadErrors(t *testing.T) {
 		{"elicit not a boolean", minimal(`, "elicit": 1`),
 			"", `: field "elicit": want true or false, got number`},
 		{"elicit misspelt", minimal(`, "Elicit": true`),
-			"", `: field "Elicit": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, allow_stdio, elicit; did you mean "elicit"?`},
+			"", `: field "Elicit": unknown field; known fields are name, description, instructions, model, tools, max_steps, max_depth, max_calls_per_step, max_calls_per_turn, call_timeout, allow_stdio, elicit, context, url, token_env; did you mean "elicit"?`},
+		{"call_timeout a duration string", minimal(`, "call_timeout": "30s"`),
+			"", `: field "call_timeout": want a number of seconds, got string`},
+		{"call_timeout zero", minimal(`, "call_timeout": 0`),
+			"", `: field "call_timeout": want seconds more than 0 and at most 86400, got 0`},
+		{"call_timeout negative", minimal(`, "call_timeout": -5`),
+			"", `: field "call_timeout": want seconds more than 0 and at most 86400, got -5`},
+		{"call_timeout past a day", minimal(`, "call_timeout": 86401`),
+			"", `: field "call_timeout": want seconds more than 0 and at most 86400, got 86401`},
+		{"call_timeout below a nanosecond", minimal(`, "call_timeout": 1e-12`),
+			"", `: field "call_timeout": want seconds more than 0 and at most 86400, got 1e-12`},
+		{"context not an object", minimal(`, "context": 65536`),
+			"", `: field "context": want an object, got number`},
+		{"context unknown field", minimal(`, "context": {"maxTools": 10}`),
+			"", `: field "context.maxTools": unknown field in "context"; known fields are max_tool_result_bytes, max_tool_results_bytes, max_tools; did you mean "max_tools"?`},
+		{"context max_tool_result_bytes too small", minimal(`, "context": {"max_tool_result_bytes": 100}`),
+			"", `: field "context.max_tool_result_bytes": want an integer from 1024 to 16777216, got 100`},
+		{"context max_tool_results_bytes not a number", minimal(`, "context": {"max_tool_results_bytes": "1MB"}`),
+			"", `: field "context.max_tool_results_bytes": want an integer from 1024 to 67108864, got string`},
+		{"context max_tools zero", minimal(`, "context": {"max_tools": 0}`),
+			"", `: field "context.max_tools": want an integer from 1 to 2000, got 0`},
+		{"context one result larger than all", minimal(`, "context": {"max_tool_result_bytes": 65536, "max_tool_results_bytes": 4096}`),
+			"", `: field "context.max_tool_result_bytes": one tool result (65536 bytes) cannot be larger than all of a request's (context.max_tool_results_bytes, 4096 bytes)`},
+		{"prices not an object", minimal(`, "model": {"prices": [0.15, 0.6]}`),
+			"", `: field "model.prices": want an object, got array`},
+		{"price negative", minimal(`, "model": {"prices": {"gpt-4o-mini": {"input": -0.15, "output": 0.6}}}`),
+			"", `: field "model.prices.gpt-4o-mini.input": want a price in USD per million tokens, a number 0 or more, got -0.15`},
+		{"price a string", minimal(`, "model": {"prices": {"gpt-4o-mini": {"input": 0.15, "output": "$0.60"}}}`),
+			"", `: field "model.prices.gpt-4o-mini.output": want a price in USD per million tokens, a number 0 or more, got string`},
+		{"price cached_input null", minimal(`, "model": {"prices": {"gpt-4o-mini": {"input": 0.15, "cached_input": null, "output": 0.6}}}`),
+			"", `: field "model.prices.gpt-4o-mini.cached_input": want a price in USD per million tokens, a number 0 or more, got null`},
+		{"price output missing", minimal(`, "model": {"prices": {"gpt-4o-mini": {"input": 0.15}}}`),
+			"", `: field "model.prices.gpt-4o-mini.output": required: the price in USD per million tokens (0 for free)`},
+		{"price unknown field", minimal(`, "model": {"prices": {"gpt-4o-mini": {"input": 0.15, "output": 0.6, "cachedInput": 0.075}}}`),
+			"", `: field "model.prices.gpt-4o-mini.cachedInput": unknown field in "model.prices.gpt-4o-mini"; known fields are input, cached_input, output; did you mean "cached_input"?`},
+		{"price for no model", minimal(`, "model": {"prices": {"": {"input": 0.15, "output": 0.6}}}`),
+			"", `: field "model.prices.": empty model name`},
+		{"price not an object", minimal(`, "model": {"prices": {"gpt-4o-mini": 0.15}}`),
+			"", `: field "model.prices.gpt-4o-mini": want an object, got number`},
 		{"malformed mcp.json", minimal(``), `{"mcpServers": {"scout": {"url": "http://a", "workdir": "/"}}}`,
-			`: server "scout": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, dev, alwaysAllow, autoApprove, oauth`},
+			`: server "scout": field "workdir": unknown field; known fields are type, url, headers, command, args, env, cwd, envFile, protocolVersion, disabled, timeout, maxResultBytes, dev, alwaysAllow, autoApprove, oauth, allowedTools, disabledTools, includeTools, excludeTools`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,5 +379,22 @@ func TestErrorsAreRedacted(t *testing.T) {
 	}
 	if msg := err.Error(); strings.Contains(msg, key) || !strings.Contains(msg, "invalid URL") {
 		t.Errorf("error %q", msg)
+	}
+}
+
+// TestCallTimeoutLoads: "call_timeout" is seconds, fractions too; absent,
+// the agent sets no deadline of its own.
+func TestCallTimeoutLoads(t *testing.T) {
+	for _, c := range []struct {
+		extra string
+		want  time.Duration
+	}{{`, "call_timeout": 2.5`, 2500 * time.Millisecond}, {`, "call_timeout": 86400`, 24 * time.Hour}, {``, 0}} {
+		def, err := agentdef.Load(writeAgent(t, t.TempDir(), "packrat", minimal(c.extra), ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if def.CallTimeout != c.want {
+			t.Errorf("agent.json %q: CallTimeout %v, want %v", c.extra, def.CallTimeout, c.want)
+		}
 	}
 }

@@ -23,6 +23,9 @@ var numberRE = regexp.MustCompile(`-?\d+(?:\.\d+)?`)
 
 // fill returns the arguments of m.tool read from m.obj.
 func fill(m mapping, prior string) (map[string]any, error) {
+	if m.args != nil {
+		return m.args, nil // a phrase read them (phrases.go)
+	}
 	t, obj := m.tool, strings.TrimSpace(m.obj)
 	args := map[string]any{}
 	if strings.HasPrefix(obj, "{") {

@@ -22,7 +22,29 @@ var arithForms = []struct {
 	{regexp.MustCompile(`^subtract\s+(.+?)\s+from\s+(.+)$`), "-", true},
 	{regexp.MustCompile(`^multiply\s+(.+?)\s+(?:by|and)\s+(.+)$`), "*", false},
 	{regexp.MustCompile(`^divide\s+(.+?)\s+by\s+(.+)$`), "/", false},
+	{regexp.MustCompile(`^(?:the\s+)?product\s+of\s+(.+?)\s+and\s+(.+)$`), "*", false},
+	{regexp.MustCompile(`^(?:the\s+)?difference\s+between\s+(.+?)\s+and\s+(.+)$`), "-", false},
+	{regexp.MustCompile(`^(?:the\s+)?quotient\s+of\s+(.+?)\s+and\s+(.+)$`), "/", false},
 }
+
+// percentForms ask what percentage one number is of another: each gives
+// the part and the whole.
+var percentForms = []*regexp.Regexp{
+	regexp.MustCompile(`^what\s+(?:percent|percentage|%)\s+of\s+(?P<whole>.+?)\s+is\s+(?P<part>.+)$`),
+	regexp.MustCompile(`^what\s+(?:percent|percentage|%)\s+is\s+(?P<part>.+?)\s+of\s+(?P<whole>.+)$`),
+	regexp.MustCompile(`^(?P<part>.+?)\s+is\s+what\s+(?:percent|percentage|%)\s+of\s+(?P<whole>.+)$`),
+}
+
+// averageOf is "the average of 2, 4 and 9" (or "mean"): the operands are
+// a list, which the expression language has no word for.
+var averageOf = regexp.MustCompile(`^(?:the\s+)?(?:average|mean)\s+of\s+(.+)$`)
+
+// averageSep separates an average's operands.
+var averageSep = regexp.MustCompile(`\s*,\s*(?:and\s+)?|\s+and\s+`)
+
+// squareRootOf is "square root of 16": a number after it becomes the
+// call's argument, since the expression language has no prefix operator.
+var squareRootOf = regexp.MustCompile(`(?:the\s+)?square\s+root\s+of\s+(\d+(?:\.\d+)?)`)
 
 // operand parenthesizes a word form's operand unless it is one token.
 func operand(s string) string {
@@ -41,14 +63,25 @@ var percentOf = regexp.MustCompile(`(\d+(?:\.\d+)?)\s*(?:%|percent)\s+of\s+`)
 var wordOps = strings.NewReplacer(
 	" plus ", " + ", " minus ", " - ", " times ", " * ", " multiplied by ", " * ",
 	" divided by ", " / ", " to the power of ", " ^ ", "square root of ", "sqrt ",
+	" squared ", " ^ 2 ", " cubed ", " ^ 3 ",
 )
+
+// roundTo is "round X to N decimal places": the tool's round(x, digits).
+var roundTo = regexp.MustCompile(`^round\s+(.+?)\s+to\s+(\d+)\s+(?:decimal places|decimal place|decimals|places|digits)$`)
 
 // arithmetic reads a step (lower case) as arithmetic. isArith says the step
 // is arithmetic: it starts with an arithmetic verb ("calculate", "what
-// is") or a word form ("add 2 and 3"), or is an expression by itself. err
-// says why its expression cannot be used.
-func arithmetic(lower, prior string) (expr string, isArith bool, err error) {
-	s, hard, soft := lower, false, false
+// is") or a word form ("add 2 and 3"), or is an expression by itself
+// (bare). err says why its expression cannot be used.
+func arithmetic(lower, prior string) (expr string, isArith, bare bool, err error) {
+	s, hard, soft := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(lower), "?.!")), false, false
+	for _, re := range percentForms {
+		if m := re.FindStringSubmatch(s); m != nil {
+			part, whole := m[re.SubexpIndex("part")], m[re.SubexpIndex("whole")]
+			expr, err := arithExpr(operand(part)+" / "+operand(whole)+" * 100", prior)
+			return expr, true, false, err
+		}
+	}
 	for _, v := range arithmeticVerbs {
 		if rest, ok := strings.CutPrefix(s, v); ok {
 			s = rest
@@ -67,24 +100,35 @@ func arithmetic(lower, prior string) (expr string, isArith bool, err error) {
 			break
 		}
 	}
+	if m := roundTo.FindStringSubmatch(s); m != nil {
+		s, hard = fmt.Sprintf("round(%s, %s)", m[1], m[2]), true
+	}
+	if m := averageOf.FindStringSubmatch(s); m != nil {
+		var terms []string
+		for _, x := range averageSep.Split(m[1], -1) {
+			terms = append(terms, operand(x))
+		}
+		s, hard = fmt.Sprintf("(%s) / %d", strings.Join(terms, " + "), len(terms)), true
+	}
 	expr, err = arithExpr(s, prior)
 	switch {
 	case hard:
-		return expr, true, err
+		return expr, true, false, err
 	case err == nil && strings.ContainsAny(expr, "0123456789"):
 		// "what is 2+2", or a bare "2+2".
-		return expr, true, nil
+		return expr, true, !soft, nil
 	case soft && err != nil && strings.ContainsAny(s, "0123456789+*/^"):
 		// "what is 2 +": arithmetic, and incomplete.
-		return "", true, err
+		return "", true, false, err
 	}
-	return "", false, nil
+	return "", false, false, nil
 }
 
 // arithExpr rewrites the word forms of an expression and checks it.
 func arithExpr(s, prior string) (string, error) {
 	s = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s), "?.!"))
 	s = percentOf.ReplaceAllString(s, "$1/100*")
+	s = squareRootOf.ReplaceAllString(s, "sqrt($1)")
 	s = strings.TrimSpace(wordOps.Replace(" " + s + " "))
 	s, ok := substitutePrior(s, prior, false)
 	if !ok {

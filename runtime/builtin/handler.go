@@ -23,7 +23,7 @@ import (
 const maxBody = 16 << 20
 
 // fingerprint names this planner's behaviour; change it when answers change.
-const fingerprint = "fp_builtin_grammar_2"
+const fingerprint = "fp_builtin_grammar_3"
 
 // Handler returns the builtin model's HTTP handler. It serves
 //

@@ -227,16 +227,16 @@ func TestRefusals(t *testing.T) {
 		tools []string
 		want  string
 	}{
-		{"calculate 2 + ", []string{abacusSchemas}, `I did not do "calculate 2 +": cannot read "2 +" as arithmetic: it is incomplete: it ends with "+".`},
-		{"what is 2 *", []string{abacusSchemas}, `I did not do "what is 2 *": cannot read "2 *" as arithmetic: it is incomplete: it ends with "*".`},
-		{"calculate the tax", []string{abacusSchemas}, `I did not do "calculate the tax": cannot read "the tax" as arithmetic: "the" is not a number, a constant or a function call.`},
-		{"What's the capital of France?", []string{abacusSchemas}, `I did not do "What's the capital of France": it starts with "what's", which names no tool, and it is not arithmetic; start the step with a tool's name or a verb from its description.`},
-		{"fly me to the moon", []string{packratSchemas}, `I did not do "fly me to the moon": no offered tool has "fly" in its name or description.`},
-		{"remember the result", []string{packratSchemas}, `I did not do "remember the result": "the result" refers to an earlier result, and there is none.`},
-		{"get_note the budget one", []string{packratSchemas}, `I did not do "get_note the budget one": packrat.get_note needs id (The note's numeric id, as returned by store_note, search_notes or list_notes), and there is no number left in "the budget one".`},
+		{"calculate 2 + ", []string{abacusSchemas}, `I can't tell what to do with "calculate 2 +": cannot read "2 +" as arithmetic: it is incomplete: it ends with "+".`},
+		{"what is 2 *", []string{abacusSchemas}, `I can't tell what to do with "what is 2 *": cannot read "2 *" as arithmetic: it is incomplete: it ends with "*".`},
+		{"calculate the tax", []string{abacusSchemas}, `I can't tell what to do with "calculate the tax": cannot read "the tax" as arithmetic: "the" is not a number, a constant or a function call.`},
+		{"What's the capital of France?", []string{abacusSchemas}, `I can't tell what to do with "What's the capital of France": it starts with "what's", which names no tool, and it is not arithmetic; start the step with a tool's name or a verb from its description.`},
+		{"fly me to the moon", []string{packratSchemas}, `I can't tell what to do with "fly me to the moon": no offered tool has "fly" in its name or offers it as a verb in its description.`},
+		{"remember the result", []string{packratSchemas}, `I can't tell what to do with "remember the result": "the result" refers to an earlier result, and there is none.`},
+		{"get_note the budget one", []string{packratSchemas}, `I can't tell what to do with "get_note the budget one": packrat.get_note needs id (The note's numeric id, as returned by store_note, search_notes or list_notes), and there is no number left in "the budget one".`},
 		{"remember that the launch moved", nil, `I did not do "remember that the launch moved": I have no tools in this conversation, and the builtin model (a deterministic planner, not a language model) works only through tools.`},
 		// Two servers with a search tool: the grammar does not pick one.
-		{"tell me what you know about the launch", []string{packratSchemas, memorySchemas}, `I did not do "tell me what you know about the launch": ambiguous: 2 tools with "search" in their names (packrat.search_notes, memory.search_nodes); name one of them at the start of the step.`},
+		{"tell me what you know about the launch", []string{packratSchemas, memorySchemas}, `I can't tell what to do with "tell me what you know about the launch": ambiguous: 2 tools with "search" in their names (packrat.search_notes, memory.search_nodes); name one of them at the start of the step.`},
 	} {
 		t.Run(tc.task, func(t *testing.T) {
 			resp, err := newClient(t).CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
@@ -254,13 +254,19 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestPartlyDone: the steps that could be done are, and the answer says
-// which could not.
-func TestPartlyDone(t *testing.T) {
-	got := runTurn(t, newClient(t), "Remember that the demo is at noon. Fly me to the moon.", openaiTools(t, packratSchemas), (&archive{}).run)
-	want := "packrat.store_note: Stored note 1.\nI did not do \"Fly me to the moon\": no offered tool has \"fly\" in its name or description."
-	if last := got[len(got)-1].text; last != want {
-		t.Errorf("answer %q, want %q", last, want)
+// TestNothingDoneWhenAPartIsUnreadable: a task with a part the grammar
+// cannot read is refused whole, naming that part, and the parts it could
+// read are not done either: nothing is stored.
+func TestNothingDoneWhenAPartIsUnreadable(t *testing.T) {
+	a := &archive{}
+	got := runTurn(t, newClient(t), "Remember that the demo is at noon. Fly me to the moon.", openaiTools(t, packratSchemas), a.run)
+	want := []round{{text: "I can't tell what to do with \"Fly me to the moon\": no offered tool has \"fly\" in its name or offers it as a verb in its description.\n" +
+		"I did none of the task, so that no part of it is done without the rest: \"Remember that the demo is at noon\" is not done either."}}
+	if !reflect.DeepEqual(want, got) {
+		t.Errorf("turn:\n got %+v\nwant %+v", got, want)
+	}
+	if len(a.notes) != 0 {
+		t.Errorf("notes stored: %q, want none", a.notes)
 	}
 }
 
@@ -292,7 +298,7 @@ func TestUnavailableNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := resp.Choices[0].Message
-	want := "I did not do \"what is 2+2\": no offered tool takes an arithmetic expression.\nUnavailable in this conversation: agent \"abacus\": connection refused."
+	want := "I can't tell what to do with \"what is 2+2\": no offered tool takes an arithmetic expression.\nUnavailable in this conversation: agent \"abacus\": connection refused."
 	if m.Content != want || m.Refusal != want {
 		t.Errorf("content %q refusal %q, want %q", m.Content, m.Refusal, want)
 	}
@@ -524,7 +530,7 @@ func TestStreaming(t *testing.T) {
 		t.Errorf("call %+v", calls[0])
 	}
 	content, calls, finish, _ := collect("hello")
-	if len(calls) != 0 || finish != openai.FinishReasonStop || !strings.Contains(content, `I did not do "hello"`) {
+	if len(calls) != 0 || finish != openai.FinishReasonStop || !strings.Contains(content, `I can't tell what to do with "hello"`) {
 		t.Errorf("content %q, calls %v, finish %q: want a text answer", content, calls, finish)
 	}
 }

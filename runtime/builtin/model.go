@@ -74,6 +74,15 @@ func parseToolChoice(raw json.RawMessage) (toolChoice, error) {
 	return toolChoice{mode: "function", name: obj.Function.Name}, nil
 }
 
+// maxTaskBytes bounds the task the planner reads. It is a grammar for
+// short tasks, and reading one costs a pass over the words after each
+// "and" (splitAnd): this keeps a request's cost small and predictable.
+const maxTaskBytes = 16 << 10
+
+// errNotDone is the class of a step that was read but not done, because a
+// step before it failed.
+var errNotDone = errors.New("not done")
+
 // stepOutcome is what became of one step.
 type stepOutcome struct {
 	step string
@@ -100,11 +109,54 @@ func respond(req *chatRequest, tools []*tool, choice toolChoice) reply {
 		return refuse(fmt.Sprintf("I did not do %q: %s, and the builtin model (a deterministic planner, not a language model) works only through tools.", task, why), unavailable)
 	}
 
-	steps := splitTask(task)
+	if len(task) > maxTaskBytes {
+		return refuse(fmt.Sprintf("I did not do the task: it is %d bytes long, and the builtin model reads tasks of at most %d bytes; split it into several, or use a language model (OPENAI_BASE_URL).", len(task), maxTaskBytes), unavailable)
+	}
+	steps := splitTask(task, tools)
 	if len(steps) == 0 {
 		return refuse(fmt.Sprintf("I did not do %q: it has no step to read.", task), unavailable)
 	}
 	calls := issuedCalls(req.Messages[last+1:])
+	// Read the whole task before doing any of it: a part that cannot be
+	// read with certainty is refused, and then no part is done, so that
+	// nothing is done while the rest is silently dropped. A step that uses
+	// the previous step's result is read with a stand-in for it here; it
+	// is read again with the real one when its turn comes.
+	var unread []stepOutcome
+	unreadAt := map[int]bool{}
+	for i, step := range steps {
+		prior := ""
+		if i > 0 {
+			prior = standIn
+		}
+		err := tooManyAnds(step)
+		if err == nil {
+			var m mapping
+			if m, err = mapStep(step, tools, prior); err == nil {
+				_, err = fill(m, prior)
+			}
+		}
+		if err != nil {
+			unread = append(unread, stepOutcome{step: step, err: err})
+			unreadAt[i] = true
+		}
+	}
+	if len(unread) > 0 {
+		r := answer(unread, calls, unavailable)
+		if len(unread) < len(steps) {
+			var readable []string
+			for i, s := range steps {
+				if !unreadAt[i] {
+					readable = append(readable, fmt.Sprintf("%q", s))
+				}
+			}
+			why := fmt.Sprintf("I did none of the task, so that no part of it is done without the rest: %s %s not done either.",
+				strings.Join(readable, ", "), map[bool]string{true: "is", false: "are"}[len(readable) == 1])
+			r = withRefusal(r, why)
+		}
+		return r
+	}
+
 	var outcomes []stepOutcome
 	prior, priorOK := "", true
 	j := 0
@@ -116,7 +168,7 @@ func respond(req *chatRequest, tools []*tool, choice toolChoice) reply {
 		}
 		if err != nil {
 			if !priorOK {
-				err = unmapped("it may depend on the step before, which failed")
+				err = &stepError{kind: errNotDone, reason: "it may depend on the step before, which failed"}
 			}
 			outcomes = append(outcomes, stepOutcome{step: step, err: err})
 			prior, priorOK = "", true
@@ -147,8 +199,10 @@ func answer(outcomes []stepOutcome, extra []issued, unavailable []string) reply 
 			done = append(done, fmt.Sprintf("%s failed: %s", displayName(o.call.name), summarize(strings.TrimPrefix(o.call.result, "Error: "))))
 		case o.call != nil:
 			done = append(done, fmt.Sprintf("%s: %s", displayName(o.call.name), summarize(o.call.result)))
+		case errors.Is(o.err, errNotDone):
+			notDone = append(notDone, fmt.Sprintf("I did not do %q: %s.", o.step, reasonOf(o.err)))
 		default:
-			notDone = append(notDone, fmt.Sprintf("I did not do %q: %s.", o.step, strings.TrimPrefix(o.err.Error(), errUnmapped.Error()+": ")))
+			notDone = append(notDone, fmt.Sprintf("I can't tell what to do with %q: %s.", o.step, reasonOf(o.err)))
 		}
 	}
 	for _, c := range extra {
@@ -165,6 +219,18 @@ func answer(outcomes []stepOutcome, extra []issued, unavailable []string) reply 
 		r.text = text + "\n" + r.text
 	}
 	return r
+}
+
+// withRefusal adds a line to r's refusal, before the list of unavailable
+// siblings.
+func withRefusal(r reply, line string) reply {
+	why, tail, _ := strings.Cut(r.refusal, "\nUnavailable in this conversation: ")
+	why += "\n" + line
+	if tail != "" {
+		why += "\nUnavailable in this conversation: " + tail
+	}
+	text := strings.TrimSuffix(r.text, r.refusal)
+	return reply{calls: r.calls, text: text + why, refusal: why}
 }
 
 // refuse is a reply saying what was not done, naming the unavailable

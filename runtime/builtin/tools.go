@@ -22,9 +22,10 @@ type tool struct {
 	short  string // "store_note"
 	desc   string
 	params []*param // in schema order
-	// nameWords and descWords are the lower-case words of short and desc.
+	// nameWords are the lower-case words of short; descVerbs the verbs its
+	// description offers (see descriptionVerbs).
 	nameWords []string
-	descWords map[string]bool
+	descVerbs map[string]bool
 }
 
 // display is the name a person reads: "packrat.store_note".
@@ -160,7 +161,7 @@ func validToolName(name string) bool {
 }
 
 func newTool(name, desc string, sc *schema) *tool {
-	t := &tool{name: name, short: name, desc: desc, descWords: wordSet(desc)}
+	t := &tool{name: name, short: name, desc: desc, descVerbs: descriptionVerbs(desc)}
 	if server, short, ok := strings.Cut(name, "__"); ok {
 		t.server, t.short = server, short
 	}
@@ -207,6 +208,36 @@ func nameWords(name string) []string {
 	}
 	flush()
 	return words
+}
+
+// descriptionVerbs are the words a description offers as the verbs of its
+// tool: its first word ("Save", "Convert"), and the words of a parenthesis
+// that opens within its first three words, which is where descriptions
+// list their synonyms ("Save (remember, record, archive) a piece of
+// text"). Not every word of it: a description also says "pass", "text",
+// "returns" and "errors", and a step starting with one of those is not
+// asking for that tool, least of all after an "and" inside a note.
+func descriptionVerbs(desc string) map[string]bool {
+	set := map[string]bool{}
+	fs := strings.Fields(desc)
+	if len(fs) == 0 {
+		return set
+	}
+	if ws := words(fs[0]); len(ws) > 0 {
+		set[ws[0]] = true
+	}
+	for i := 0; i < len(fs) && i < 3; i++ {
+		if !strings.Contains(fs[i], "(") {
+			continue
+		}
+		rest := strings.Join(fs[i:], " ")
+		inner, _, _ := strings.Cut(rest[strings.Index(rest, "(")+1:], ")")
+		for _, w := range words(inner) {
+			set[w] = true
+		}
+		break
+	}
+	return set
 }
 
 // words splits text into lower-case words of letters and digits.

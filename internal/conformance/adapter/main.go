@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log"
 	"log/slog"
@@ -31,8 +32,16 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		log.Fatal("usage: adapter SERVER_URL (with MCP_CONFORMANCE_SCENARIO set)")
+	// The suite kills a client at its own --timeout (30 s by default), and
+	// runs every scenario at once; under load a scenario's OAuth round
+	// trips can take a good part of that. The bound is a flag so that the
+	// caller can give both the same room (TestClientConformance does), the
+	// adapter's a little shorter, so that it says what it was doing
+	// rather than being killed.
+	timeout := flag.Duration("timeout", 25*time.Second, "how long one scenario may take")
+	flag.Parse()
+	if flag.NArg() < 1 || *timeout <= 0 {
+		log.Fatal("usage: adapter [-timeout D] SERVER_URL (with MCP_CONFORMANCE_SCENARIO set; D > 0)")
 	}
 	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
 	var cctx map[string]any
@@ -41,14 +50,15 @@ func main() {
 			log.Fatalf("MCP_CONFORMANCE_CONTEXT: %v", err)
 		}
 	}
-	if err := run(scenario, os.Args[len(os.Args)-1], cctx); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := run(ctx, scenario, flag.Arg(flag.NArg()-1), cctx); err != nil {
+		cancel()
 		log.Fatalf("scenario %q: %v", scenario, err)
 	}
 }
 
-func run(scenario, serverURL string, cctx map[string]any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
+func run(ctx context.Context, scenario, serverURL string, cctx map[string]any) error {
 	dir, err := os.MkdirTemp("", "switchboard-conformance-")
 	if err != nil {
 		return err

@@ -151,6 +151,23 @@
     });
   }
 
+  // A Resume button (an agent's journaled runs, a run's journal) resumes
+  // the run through the agent's ask and shows what it answered.
+  document.addEventListener("click", function (e) {
+    const b = e.target.closest("button[data-resume]");
+    if (!b || b.disabled) return;
+    const out = document.getElementById("resume-result") || document.getElementById("action-result");
+    b.disabled = true;
+    out.textContent = "resuming run " + b.dataset.resume + "…";
+    post("/api/agents/" + encodeURIComponent(b.dataset.agent) + "/runs/" + encodeURIComponent(b.dataset.resume) + "/resume", {})
+      .then(function (v) {
+        out.dataset.outcome = v.is_error ? "error" : "ok";
+        out.textContent = "run " + v.run + (v.resumed ? " resumed (" + v.replayed_steps + " model steps and " + v.replayed_delegations + " delegations replayed): " : " is over: ") + (v.answer || v.text);
+        refreshNow();
+      })
+      .catch(function (err) { out.dataset.outcome = "refused"; out.textContent = err.message; b.disabled = false; });
+  });
+
   const agent = body.dataset.agent;
   if (body.dataset.page === "agent" && agent) {
     const api = "/api/agents/" + encodeURIComponent(agent);

@@ -54,9 +54,15 @@ type Guard struct {
 	tx      map[string]TxLedger
 	pure    map[string]bool
 	flights map[string]chan struct{} // key -> closed when the call in this process ends
+	resume  map[string]Resumer       // tool -> decides whether an interrupted call goes on
 
-	replays, conflicts, interrupted, stillRunning, expired, recorded atomic.Int64
+	replays, conflicts, interrupted, stillRunning, expired, recorded, resumed atomic.Int64
 }
+
+// A Resumer reports whether the interrupted call with key can go on from
+// where it was cut off (a run journal holds its progress), rather than be
+// answered interrupted. It must not run anything: it only looks.
+type Resumer func(ctx context.Context, key string) bool
 
 // GuardStats counts what the guard answered since it was made.
 type GuardStats struct {
@@ -66,12 +72,13 @@ type GuardStats struct {
 	Interrupted  int64 `json:"interrupted"`   // key of a call a crash cut off
 	StillRunning int64 `json:"still_running"` // key of a call still running past the wait
 	Expired      int64 `json:"expired"`       // key older than the retention
+	Resumed      int64 `json:"resumed"`       // interrupted call that went on from its journal
 }
 
 // NewGuard returns a guard recording in l.
 func NewGuard(l *Ledger, opts *GuardOptions) *Guard {
 	g := &Guard{ledger: l, wait: idempotency.DefaultWait, log: slog.New(slog.DiscardHandler),
-		tx: map[string]TxLedger{}, pure: map[string]bool{}, flights: map[string]chan struct{}{}}
+		tx: map[string]TxLedger{}, pure: map[string]bool{}, flights: map[string]chan struct{}{}, resume: map[string]Resumer{}}
 	if opts != nil && opts.Wait > 0 {
 		g.wait = opts.Wait
 	}
@@ -95,6 +102,17 @@ func (g *Guard) Pure(tool string) {
 	g.mu.Unlock()
 }
 
+// Resumable declares tool resumable: a call of it that a crash
+// interrupted is run again under its key when can says it can go on from
+// where it was (the tool itself then resumes, not restarts: the ask tool
+// replays its run journal), instead of being answered interrupted
+// (-32073). Only the same request (fingerprint) is resumed.
+func (g *Guard) Resumable(tool string, can Resumer) {
+	g.mu.Lock()
+	g.resume[tool] = can
+	g.mu.Unlock()
+}
+
 // Capability is what the guard advertises.
 func (g *Guard) Capability() idempotency.CapabilityInfo {
 	return idempotency.CapabilityInfo{Version: idempotency.Version, RetentionSeconds: int64(g.ledger.Retention() / time.Second), MaxRecords: g.ledger.MaxRecords()}
@@ -105,6 +123,7 @@ func (g *Guard) Stats() GuardStats {
 	return GuardStats{
 		Recorded: g.recorded.Load(), Replays: g.replays.Load(), Conflicts: g.conflicts.Load(),
 		Interrupted: g.interrupted.Load(), StillRunning: g.stillRunning.Load(), Expired: g.expired.Load(),
+		Resumed: g.resumed.Load(),
 	}
 }
 
@@ -204,6 +223,15 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 	defer release()
 
 	if txl != nil {
+		if kl, ok := txl.(KeyLocker); ok {
+			// Shared by replicas: the in-process flight above does not
+			// keep another replica from running the same key now.
+			unlock, err := g.lockKey(ctx, kl, key, tool)
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
+		}
 		rec, err := txl.Lookup(ctx, tool, key)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the call to %s did not run: looking up its idempotency key: %v", tool, err)}
@@ -216,11 +244,19 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 	}
 
 	rec, err := g.ledger.Begin(ctx, key, tool, fp)
+	if err == nil && rec != nil && rec.State == StateRunning && rec.Incarnation != g.ledger.Incarnation() && rec.Fingerprint == fp {
+		rec, err = g.awaitReplica(ctx, key, tool, fp)
+	}
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the call to %s did not run: %v", tool, err)}
 	}
 	if rec != nil {
-		return g.answer(rec, key, fp)
+		if !g.resumes(ctx, rec, tool, key, fp) {
+			return g.answer(rec, key, fp)
+		}
+		g.resumed.Add(1)
+		g.log.Info("resuming an interrupted call", "tool", tool)
+		return g.run(ctx, method, req, next, key, tool)
 	}
 	if timed && !created.After(g.ledger.Horizon()) {
 		// A record of this key may have been evicted for space: refuse
@@ -230,7 +266,61 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 		return nil, expiredError(key, created, g.ledger.Retention())
 	}
 	g.recorded.Add(1)
-	res, err := next(ctx, method, req)
+	return g.run(ctx, method, req, next, key, tool)
+}
+
+// resumes reports whether rec, a call a crash interrupted, goes on now:
+// the same request, a tool declared Resumable that says it can, and the
+// record taken over by this process (so a crash now leaves it
+// interrupted again, and a concurrent repeat sees it running).
+func (g *Guard) resumes(ctx context.Context, rec *Record, tool, key, fp string) bool {
+	if rec.Fingerprint != fp || rec.Tool != tool || rec.State == StateDone {
+		return false
+	}
+	if rec.State != StateInterrupted && rec.Incarnation == g.ledger.Incarnation() {
+		return false // running in this process
+	}
+	g.mu.Lock()
+	can := g.resume[tool]
+	g.mu.Unlock()
+	if can == nil || !can(ctx, key) {
+		return false
+	}
+	ok, err := g.ledger.Reclaim(ctx, key)
+	if err != nil {
+		g.log.Error("taking over an interrupted call failed; answering interrupted", "tool", tool, "err", err)
+		return false
+	}
+	return ok
+}
+
+type cutOffKey struct{}
+
+// CutOff tells the guard that the keyed call of ctx (a tool running under
+// it) was cut off by its own process's shutdown and keeps its progress
+// itself (the ask tool's run journal): what the tool returns is not the
+// call's outcome. The guard then neither records it nor forgets the key:
+// the record stays running, as a crash leaves it, so that a repeat in this
+// process is still running and the next process finds it interrupted and,
+// for a tool declared Resumable that can go on, resumes it. It reports
+// whether ctx was a keyed call under a guard.
+func CutOff(ctx context.Context) bool {
+	cut, ok := ctx.Value(cutOffKey{}).(*atomic.Bool)
+	if ok {
+		cut.Store(true)
+	}
+	return ok
+}
+
+// run runs a call whose record is running in this process, and records
+// its result.
+func (g *Guard) run(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler, key, tool string) (mcp.Result, error) {
+	cut := new(atomic.Bool)
+	res, err := next(context.WithValue(ctx, cutOffKey{}, cut), method, req)
+	if cut.Load() {
+		g.log.Info("a call cut off by its process's shutdown is left unfinished: the next process resumes it or answers interrupted", "tool", tool)
+		return res, err
+	}
 	if err != nil {
 		// A JSON-RPC error from below (unknown tool, invalid arguments, a
 		// refused chain): go-sdk answers those before the handler runs.
@@ -260,6 +350,56 @@ func (g *Guard) call(ctx context.Context, method string, req mcp.Request, next m
 		g.log.Error("recording a call's result failed", "tool", tool, "err", err)
 	}
 	return res, nil
+}
+
+// Polling bounds for awaitReplica.
+const (
+	replicaPollFirst = 10 * time.Millisecond
+	replicaPollMax   = 250 * time.Millisecond
+)
+
+// awaitReplica waits, at most g.wait, for the call with key that another
+// live replica of a shared ledger runs, as enter waits for one of this
+// process's: it asks the ledger again, more and more rarely, until the
+// record is no longer running (or is gone, and this process claimed it:
+// then it returns nil, and the call runs here). Past the wait it returns
+// the record still running.
+func (g *Guard) awaitReplica(ctx context.Context, key, tool, fp string) (*Record, error) {
+	timer := time.NewTimer(g.wait)
+	defer timer.Stop()
+	for interval := replicaPollFirst; ; interval = min(2*interval, replicaPollMax) {
+		poll := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+			poll.Stop()
+			return g.ledger.Begin(ctx, key, tool, fp)
+		case <-poll.C:
+		}
+		rec, err := g.ledger.Begin(ctx, key, tool, fp)
+		if err != nil || rec == nil || rec.State != StateRunning {
+			return rec, err
+		}
+	}
+}
+
+// lockKey takes kl's lock on key, waiting at most g.wait.
+func (g *Guard) lockKey(ctx context.Context, kl KeyLocker, key, tool string) (func(), error) {
+	wctx, cancel := context.WithTimeout(ctx, g.wait)
+	defer cancel()
+	unlock, err := kl.LockKey(wctx, key)
+	switch {
+	case err == nil:
+		return unlock, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		g.stillRunning.Add(1)
+		return nil, stillRunningError(key, tool, g.wait)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the call to %s did not run: %v", tool, err)}
 }
 
 func (g *Guard) abandon(key string) {
@@ -324,7 +464,11 @@ func (g *Guard) answer(rec *Record, key, fp string) (mcp.Result, error) {
 		res.Meta[idempotency.ReplayMetaKey] = true
 		g.replays.Add(1)
 		return &res, nil
-	case rec.State == StateInterrupted || rec.Incarnation != g.ledger.Incarnation():
+	case rec.State == StateInterrupted:
+		// The ledger reports a running record of a process that is gone
+		// (a previous process on SQLite; on PostgreSQL, any whose owner
+		// lock is free) as interrupted; a running record is this
+		// process's, or a live replica's.
 		g.interrupted.Add(1)
 		return nil, &jsonrpc.Error{Code: idempotency.CodeInterrupted, Message: fmt.Sprintf(
 			"the call to %s with idempotency key %q was interrupted by a restart of the server while it ran (started %s); whether it took effect is unknown, and it is not run again",

@@ -3,30 +3,25 @@ package ledger
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
-
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 )
 
-// The ledger is one SQLite file in the agent's data directory. A call is
+// The ledger is one SQLite file in the agent's data directory (sqlite.go),
+// or, for the replicas of one agent, tables in one PostgreSQL database
+// (postgres.go). A call is
 // recorded as running, and committed, before its tool runs; its result is
 // committed before it is answered. So after a crash every key is in one of
 // three states: absent (the tool never started: safe to run), done (replay
 // the result), or running from a previous process, which Open turns into
 // interrupted: the tool started and nobody knows whether its effect
-// happened. That last state is the honest outcome_unknown, and it stays
+// happened. On PostgreSQL "a previous process" is any process whose owner
+// lock is free: the replicas share the records, and a running record of a
+// live replica is still running. That last state is the honest outcome_unknown, and it stays
 // final for the key. Tools that commit their effect and their record in one
 // transaction (TxLedger) never reach it.
 
@@ -60,6 +55,15 @@ type TxLedger interface {
 	Lookup(ctx context.Context, tool, key string) (*Record, error)
 }
 
+// A KeyLocker is a TxLedger shared by several processes (packrat on
+// PostgreSQL): LockKey holds key against every other process until unlock
+// is called, so that of two replicas given one key at once, one runs the
+// tool and the other, after it, finds its record. It returns an error
+// wrapping ctx's when ctx ends first.
+type KeyLocker interface {
+	LockKey(ctx context.Context, key string) (unlock func(), err error)
+}
+
 // Options configure Open. The zero value of every field means its default.
 type Options struct {
 	Retention  time.Duration    // records older than this are evicted; default DefaultRetention
@@ -89,11 +93,37 @@ func (o *Options) defaults() Options {
 // more than this.
 const evictEvery = 256
 
-// Ledger is the durable record of the calls one agent process (and its
-// predecessors on the same data directory) has run. It is safe for
-// concurrent use; it must not be shared by two live processes.
+// storage is where a Ledger keeps its records: one SQLite file
+// (sqliteStore) or one PostgreSQL database shared by replicas (pgStore).
+// The Ledger around it holds what is the same for both: options, this
+// process's incarnation, when to evict, the horizon.
+type storage interface {
+	// begin records r (state running) and returns nil, or, when r.Key is
+	// recorded, records nothing and returns its record, with a running
+	// record of a process that is gone reported as StateInterrupted.
+	// It also returns the eviction horizon it knows (unix ms; 0: none).
+	begin(ctx context.Context, r Record) (*Record, int64, error)
+	// finish records the result of the call incarnation recorded as key.
+	finish(ctx context.Context, key, incarnation string, result []byte) error
+	// abandon forgets key, recorded running by incarnation.
+	abandon(ctx context.Context, key, incarnation string) error
+	// reclaim records key, interrupted (or running by a process that is
+	// gone), as running by incarnation, and reports whether it did.
+	reclaim(ctx context.Context, key, incarnation string) (bool, error)
+	get(ctx context.Context, key string) (*Record, error)
+	count(ctx context.Context) (int64, error)
+	// evict drops records created before cutoff (unix ms), then the oldest
+	// beyond maxRecords, and returns the horizon.
+	evict(ctx context.Context, cutoff, maxRecords int64) (int64, error)
+	close() error
+}
+
+// Ledger is the durable record of the calls an agent has run: one process
+// and its predecessors on one data directory (Open), or every replica of
+// the agent on one PostgreSQL database (OpenPostgres). It is safe for
+// concurrent use.
 type Ledger struct {
-	db          *sql.DB
+	st          storage
 	opts        Options
 	incarnation string
 	inserts     atomic.Int64
@@ -103,112 +133,12 @@ type Ledger struct {
 	closeErr  error
 }
 
-const ledgerSchema = `
-CREATE TABLE IF NOT EXISTS calls (
-	key         TEXT PRIMARY KEY,
-	tool        TEXT NOT NULL,
-	fingerprint TEXT NOT NULL,
-	state       TEXT NOT NULL,
-	result      BLOB,
-	incarnation TEXT NOT NULL,
-	created_ms  INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS calls_created ON calls(created_ms);
-CREATE TABLE IF NOT EXISTS ledger_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-`
-
-// Open opens (creating if needed) the ledger at path. Calls a previous
-// process left running are marked interrupted. A directory Open creates is
-// 0700, and the database and its -wal, -shm and -journal files are 0600,
-// also when they existed with a looser mode (see secureFiles).
-func Open(path string, opts *Options) (*Ledger, error) {
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open idempotency ledger: path %q must not contain '?' or '#'", path)
-	}
-	if err := secureFiles(path); err != nil {
-		return nil, fmt.Errorf("open idempotency ledger %s: %w", path, err)
-	}
-	// synchronous=FULL: a record is durable before the call it records
-	// runs, and a result before it is answered.
-	dsn := fmt.Sprintf("%s?_busy_timeout=5000&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate", path)
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open idempotency ledger %s: %w", path, err)
-	}
-	l := &Ledger{db: db, opts: opts.defaults(), incarnation: rand.Text()}
-	if err := l.init(context.Background()); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open idempotency ledger %s: %w", path, err)
-	}
-	// SQLite gives the files it creates the database's mode, but whatever
-	// created them (an older version, another tool) is not trusted with it.
-	if err := tightenSidecars(path); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open idempotency ledger %s: %w", path, err)
-	}
-	return l, nil
+func newLedger(st storage, opts *Options, incarnation string) *Ledger {
+	return &Ledger{st: st, opts: opts.defaults(), incarnation: incarnation}
 }
 
-// The ledger holds every keyed call's arguments' fingerprint and its whole
-// result: what one caller's tools returned, readable by any local user at
-// 0644 (and a result may carry a secret). So it is kept as tokenstore and
-// packrat keep theirs: files 0600, whatever the umask, and a directory that
-// Open creates 0700. A directory that already exists keeps its mode: it
-// may be shared (the agent server makes its data directory 0700 itself,
-// agentserver.prepareDataDir), and changing the mode of a directory the
-// ledger does not own is not the ledger's business.
-
-// sidecars are the files SQLite keeps next to a database.
-var sidecars = []string{"-wal", "-shm", "-journal"}
-
-// secureFiles prepares path for the ledger before SQLite opens it: its
-// directory exists (created 0700), the database exists with mode 0600 from
-// its first byte (created here, not by SQLite, whose default is 0644 less
-// the umask), and files left by an earlier process are made 0600.
-func secureFiles(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("creating its directory: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Chmod(0o600) // an existing file keeps its mode through OpenFile
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("making it 0600: %w", err)
-	}
-	return tightenSidecars(path)
-}
-
-// tightenSidecars makes path's -wal, -shm and -journal files 0600 where
-// they exist.
-func tightenSidecars(path string) error {
-	for _, suffix := range sidecars {
-		if err := os.Chmod(path+suffix, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("making %s 0600: %w", filepath.Base(path+suffix), err)
-		}
-	}
-	return nil
-}
-
-func (l *Ledger) init(ctx context.Context) error {
-	if _, err := l.db.ExecContext(ctx, ledgerSchema); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	if _, err := l.db.ExecContext(ctx, `UPDATE calls SET state = ? WHERE state = ?`, StateInterrupted, StateRunning); err != nil {
-		return fmt.Errorf("mark calls of the previous process interrupted: %w", err)
-	}
-	var h sql.NullInt64
-	err := l.db.QueryRowContext(ctx, `SELECT value FROM ledger_meta WHERE name = 'horizon_ms'`).Scan(&h)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("read eviction horizon: %w", err)
-	}
-	l.horizon.Store(h.Int64)
-	return l.evict(ctx)
-}
+// newIncarnation names one process's use of a ledger.
+func newIncarnation() string { return rand.Text() }
 
 // Incarnation identifies this process's use of the ledger.
 func (l *Ledger) Incarnation() string { return l.incarnation }
@@ -222,28 +152,28 @@ func (l *Ledger) MaxRecords() int64        { return l.opts.MaxRecords }
 // been evicted, so it is refused as expired.
 func (l *Ledger) Horizon() time.Time { return time.UnixMilli(l.horizon.Load()) }
 
+func (l *Ledger) raiseHorizon(h int64) {
+	for {
+		cur := l.horizon.Load()
+		if h <= cur || l.horizon.CompareAndSwap(cur, h) {
+			return
+		}
+	}
+}
+
 // Begin records key as running for tool and fingerprint, committed, and
 // returns nil; or, when key is already recorded, returns its record and
-// records nothing.
+// records nothing. A record left running by a process that is gone comes
+// back as StateInterrupted.
 func (l *Ledger) Begin(ctx context.Context, key, tool, fingerprint string) (*Record, error) {
-	tx, err := l.db.BeginTx(ctx, nil)
+	rec, horizon, err := l.st.begin(ctx, Record{Key: key, Tool: tool, Fingerprint: fingerprint,
+		State: StateRunning, Incarnation: l.incarnation, Created: l.opts.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("idempotency ledger: begin: %w", err)
+		return nil, err
 	}
-	defer tx.Rollback()
-	rec, err := scanRecord(tx.QueryRowContext(ctx, selectRecord, key))
-	switch {
-	case err == nil:
+	l.raiseHorizon(horizon)
+	if rec != nil {
 		return rec, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("idempotency ledger: look up key: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO calls (key, tool, fingerprint, state, incarnation, created_ms) VALUES (?, ?, ?, ?, ?, ?)`,
-		key, tool, fingerprint, StateRunning, l.incarnation, l.opts.Now().UnixMilli()); err != nil {
-		return nil, fmt.Errorf("idempotency ledger: record key: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("idempotency ledger: commit: %w", err)
 	}
 	if l.inserts.Add(1)%evictEvery == 0 {
 		if err := l.evict(ctx); err != nil {
@@ -255,88 +185,44 @@ func (l *Ledger) Begin(ctx context.Context, key, tool, fingerprint string) (*Rec
 
 // Finish records the result of the call under key, committed.
 func (l *Ledger) Finish(ctx context.Context, key string, result json.RawMessage) error {
-	_, err := l.db.ExecContext(ctx, `UPDATE calls SET state = ?, result = ? WHERE key = ? AND incarnation = ?`,
-		StateDone, []byte(result), key, l.incarnation)
-	if err != nil {
-		return fmt.Errorf("idempotency ledger: record the result: %w", err)
-	}
-	return nil
+	return l.st.finish(ctx, key, l.incarnation, result)
+}
+
+// Reclaim takes over key, recorded as interrupted by a previous process,
+// for this process: it is running again, here. It reports false when the
+// record is in no such state (another caller took it over first).
+func (l *Ledger) Reclaim(ctx context.Context, key string) (bool, error) {
+	return l.st.reclaim(ctx, key, l.incarnation)
 }
 
 // Abandon forgets key, recorded by Begin, for a call that provably did not
 // run its tool (the server refused it before the handler).
 func (l *Ledger) Abandon(ctx context.Context, key string) error {
-	_, err := l.db.ExecContext(ctx, `DELETE FROM calls WHERE key = ? AND incarnation = ? AND state = ?`, key, l.incarnation, StateRunning)
-	if err != nil {
-		return fmt.Errorf("idempotency ledger: forget key: %w", err)
-	}
-	return nil
+	return l.st.abandon(ctx, key, l.incarnation)
 }
 
 // Get returns the record of key, or nil.
-func (l *Ledger) Get(ctx context.Context, key string) (*Record, error) {
-	rec, err := scanRecord(l.db.QueryRowContext(ctx, selectRecord, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("idempotency ledger: look up key: %w", err)
-	}
-	return rec, nil
-}
+func (l *Ledger) Get(ctx context.Context, key string) (*Record, error) { return l.st.get(ctx, key) }
 
 // Count returns the number of records.
-func (l *Ledger) Count(ctx context.Context) (int64, error) {
-	var n int64
-	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM calls`).Scan(&n)
-	return n, err
-}
+func (l *Ledger) Count(ctx context.Context) (int64, error) { return l.st.count(ctx) }
 
 // evict drops records older than the retention, then the oldest beyond
 // MaxRecords, advancing the horizon past the latter.
 func (l *Ledger) evict(ctx context.Context) error {
-	cutoff := l.opts.Now().Add(-l.opts.Retention).UnixMilli()
-	if _, err := l.db.ExecContext(ctx, `DELETE FROM calls WHERE created_ms < ? AND state != ?`, cutoff, StateRunning); err != nil {
-		return fmt.Errorf("idempotency ledger: evict old records: %w", err)
-	}
-	tx, err := l.db.BeginTx(ctx, nil)
+	h, err := l.st.evict(ctx, l.opts.Now().Add(-l.opts.Retention).UnixMilli(), l.opts.MaxRecords)
 	if err != nil {
-		return fmt.Errorf("idempotency ledger: evict: %w", err)
+		return err
 	}
-	defer tx.Rollback()
-	var n int64
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM calls`).Scan(&n); err != nil {
-		return fmt.Errorf("idempotency ledger: evict: %w", err)
-	}
-	if n <= l.opts.MaxRecords {
-		return nil
-	}
-	var newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT max(created_ms) FROM (SELECT created_ms FROM calls ORDER BY created_ms LIMIT ?)`, n-l.opts.MaxRecords).Scan(&newest); err != nil {
-		return fmt.Errorf("idempotency ledger: evict: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE created_ms <= ? AND state != ?`, newest, StateRunning); err != nil {
-		return fmt.Errorf("idempotency ledger: evict: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_meta (name, value) VALUES ('horizon_ms', ?) ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)`, newest); err != nil {
-		return fmt.Errorf("idempotency ledger: evict: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("idempotency ledger: evict: %w", err)
-	}
-	if newest > l.horizon.Load() {
-		l.horizon.Store(newest)
-	}
+	l.raiseHorizon(h)
 	return nil
 }
 
 // Close closes the database. It is idempotent.
 func (l *Ledger) Close() error {
-	l.closeOnce.Do(func() { l.closeErr = l.db.Close() })
+	l.closeOnce.Do(func() { l.closeErr = l.st.close() })
 	return l.closeErr
 }
-
-const selectRecord = `SELECT key, tool, fingerprint, state, result, incarnation, created_ms FROM calls WHERE key = ?`
 
 func scanRecord(row interface{ Scan(...any) error }) (*Record, error) {
 	var (

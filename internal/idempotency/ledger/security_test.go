@@ -126,7 +126,7 @@ func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 // key cannot be used for this call, never that it was used, for which tool
 // or when. Nothing runs.
 func TestConflictConfirmsNothing(t *testing.T) {
-	r := newRig(t, filepath.Join(t.TempDir(), "l.db"), nil)
+	r := newRig(t, backends[0], filepath.Join(t.TempDir(), "l.db"), nil)
 	key := idempotency.NewKey(time.Now())
 	if _, err := r.call("effect", "secret-plan", key); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@
 //	go run ./internal/faultsuite/cmd/faulttable          # the full profile
 //	go run ./internal/faultsuite/cmd/faulttable -short   # the CI profile
 //
-// It runs `go test -run '^(TestFaults|TestLimits|TestIdempotency|TestIdempotencyBehindNginx)$' ./internal/faultsuite`
+// It runs `go test -run '^(TestFaults|TestLimits|TestIdempotency|TestIdempotencyBehindNginx|TestModelFaults|TestReplicaHosts)$' ./internal/faultsuite`
 // with the suite's -faults.full and -faults.table flags, so the figures come
 // from the same tests CI runs; go test's own output goes to stderr.
 package main
@@ -20,14 +20,15 @@ import (
 
 func main() {
 	f := suitetable.ParseFlags()
-	data, err := suitetable.Suite{Package: "./internal/faultsuite", Run: "^(TestFaults|TestLimits|TestIdempotency|TestIdempotencyBehindNginx)$", Prefix: "faults"}.Table(f)
+	data, err := suitetable.Suite{Package: "./internal/faultsuite", Run: "^(TestFaults|TestLimits|TestIdempotency|TestIdempotencyBehindNginx|TestModelFaults|TestReplicaHosts)$", Prefix: "faults"}.Table(f)
 	if err != nil {
 		fail("%v", err)
 	}
 	var t struct {
-		Profile string             `json:"profile"`
-		Rows    []faultsuite.Row   `json:"rows"`
-		Limits  []faultsuite.Limit `json:"limits"`
+		Profile   string                `json:"profile"`
+		Rows      []faultsuite.Row      `json:"rows"`
+		Limits    []faultsuite.Limit    `json:"limits"`
+		ModelRows []faultsuite.ModelRow `json:"model_rows"`
 	}
 	if err := json.Unmarshal(data, &t); err != nil {
 		fail("reading the table: %v", err)
@@ -40,6 +41,8 @@ func main() {
 	faultsuite.WriteMarkdown(os.Stdout, t.Rows)
 	fmt.Println()
 	faultsuite.WriteLimitsMarkdown(os.Stdout, t.Limits)
+	fmt.Println()
+	faultsuite.WriteModelMarkdown(os.Stdout, t.ModelRows)
 }
 
 func fail(format string, args ...any) {

@@ -49,8 +49,8 @@ const maxMetadataBytes = 1 << 20
 // legacyMetadata returns the authorization server metadata of a 2025-03-26
 // server whose issuer go-sdk would refuse, or nil when the server is not
 // one (go-sdk's flow then decides).
-func (a *authenticator) legacyMetadata(ctx context.Context, challenges []oauthex.Challenge) *oauthex.AuthServerMeta {
-	if challengeParam(challenges, "resource_metadata") != "" {
+func (a *authenticator) legacyMetadata(ctx context.Context, r *refusal) *oauthex.AuthServerMeta {
+	if r.param("resource_metadata") != "" {
 		return nil // a 2025-06-18 or later server
 	}
 	resource, err := url.Parse(a.key.URL)
@@ -131,9 +131,9 @@ func (a *authenticator) getMetadata(ctx context.Context, u string) (*oauthex.Aut
 	return &asm, nil
 }
 
-// legacyAuthorizationCodeLocked is authorizationCodeLocked for a server
-// legacyMetadata accepted.
-func (a *authenticator) legacyAuthorizationCodeLocked(ctx context.Context, asm *oauthex.AuthServerMeta, challenges []oauthex.Challenge, held *tokenstore.Record) (*tokenstore.Record, error) {
+// obtainLegacy is obtainAuthorizationCode for a server legacyMetadata
+// accepted; a.flow held.
+func obtainLegacy(ctx context.Context, a *authenticator, asm *oauthex.AuthServerMeta, r *refusal, held *tokenstore.Record) (*tokenstore.Record, error) {
 	redirect := a.interactive.RedirectURL
 	cfg := &oauth2.Config{RedirectURL: redirect, Endpoint: oauth2.Endpoint{AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint}}
 	switch {
@@ -148,13 +148,13 @@ func (a *authenticator) legacyAuthorizationCodeLocked(ctx context.Context, asm *
 		}
 		cfg.ClientID, cfg.ClientSecret = reg.ClientID, reg.ClientSecret
 		cfg.Endpoint.AuthStyle = oauth2.AuthStyleInParams // "none", and client_secret_post
-		if reg.TokenEndpointAuthMethod == "" || reg.TokenEndpointAuthMethod == AuthMethodBasic {
+		if reg.TokenEndpointAuthMethod == "" || reg.TokenEndpointAuthMethod == string(AuthMethodBasic) {
 			cfg.Endpoint.AuthStyle = oauth2.AuthStyleInHeader
 		}
 	default:
 		return nil, fmt.Errorf("server %q: sign-in: the authorization server offers no way to register a client, and none is configured", a.name)
 	}
-	cfg.Scopes = a.scopesFor(challenges, nil, held)
+	cfg.Scopes = a.scopesFor(r.challenges, nil, held)
 	if slices.Contains(asm.ScopesSupported, "offline_access") && !slices.Contains(cfg.Scopes, "offline_access") {
 		cfg.Scopes = append(cfg.Scopes, "offline_access") // SEP-2207, as go-sdk's RequestRefreshToken
 	}

@@ -55,6 +55,17 @@ type EnterpriseConfig struct {
 	IDToken func(ctx context.Context) (string, error)
 }
 
+// obtainEnterprise runs the two exchanges after a refusal; a.flow held.
+func obtainEnterprise(ctx context.Context, a *authenticator, _ *http.Request, r *refusal, held *tokenstore.Record) (*tokenstore.Record, error) {
+	return a.enterpriseLocked(ctx, r.challenges, held)
+}
+
+// renewEnterprise renews a token that has no refresh token (an ID-JAG
+// grant never has one): a fresh exchange is its refresh; a.flow held.
+func renewEnterprise(ctx context.Context, a *authenticator, rec *tokenstore.Record) (*tokenstore.Record, error) {
+	return a.enterpriseLocked(ctx, nil, rec)
+}
+
 // enterpriseLocked runs the two exchanges and keeps the token; a.flow held.
 func (a *authenticator) enterpriseLocked(ctx context.Context, challenges []oauthex.Challenge, held *tokenstore.Record) (*tokenstore.Record, error) {
 	e := a.cfg.Enterprise

@@ -1,0 +1,410 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+)
+
+// sqliteStore is the journal of one agent process: one SQLite file in its
+// data directory. The writer has a connection of its own (w, one
+// connection, its statements prepared once); reads go through r, a pool,
+// which WAL lets read while the writer writes.
+type sqliteStore struct {
+	path string
+	w, r *sql.DB
+	// lastID numbers the runs: one process owns the file, and ids in
+	// order keep a batch's rows in the tables' last pages (a random id
+	// would dirty a page of its own per run).
+	lastID atomic.Int64
+
+	insRun, insEntry, updRun *sql.Stmt // on w
+}
+
+const sqliteSchema = `
+CREATE TABLE IF NOT EXISTS runs (
+	id         INTEGER PRIMARY KEY,
+	run_id     TEXT NOT NULL,
+	idem_key   TEXT UNIQUE,
+	parent_key TEXT NOT NULL,
+	credential TEXT NOT NULL,
+	task       TEXT NOT NULL,
+	settings   BLOB NOT NULL,
+	sum        TEXT NOT NULL,
+	state      TEXT NOT NULL,
+	attempts   INTEGER NOT NULL,
+	result     BLOB,
+	error      TEXT NOT NULL DEFAULT '',
+	bytes      INTEGER NOT NULL,
+	created_ms INTEGER NOT NULL,
+	updated_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_run_id ON runs(run_id);
+DROP INDEX IF EXISTS runs_updated;
+CREATE TABLE IF NOT EXISTS entries (
+	run         INTEGER NOT NULL,
+	seq         INTEGER NOT NULL,
+	kind        TEXT NOT NULL,
+	step        INTEGER NOT NULL,
+	call_id     TEXT NOT NULL,
+	key         TEXT NOT NULL,
+	fingerprint TEXT NOT NULL,
+	payload     BLOB NOT NULL,
+	sum         TEXT NOT NULL,
+	PRIMARY KEY (run, seq)
+);
+CREATE TABLE IF NOT EXISTS journal_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+`
+
+// Open opens (creating if needed) the journal at path. Runs a previous
+// process left running are marked interrupted. The file and its sidecars
+// are 0600: a journal holds tasks, answers and what tools returned.
+func Open(path string, opts *Options) (*Journal, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open run journal: path %q must not contain '?' or '#'", path)
+	}
+	o := opts.defaults()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open run journal %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		err = errors.Join(f.Chmod(0o600), f.Close())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open run journal %s: %w", path, err)
+	}
+	// synchronous=NORMAL in WAL mode: a commit has written the WAL before
+	// it returns, so it survives the process's death; FULL also fsyncs it.
+	sync := "NORMAL"
+	if o.PowerLossDurable {
+		sync = "FULL"
+	}
+	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")&_txlock=immediate"
+	st := &sqliteStore{path: path}
+	if st.w, err = sql.Open("sqlite", dsn); err != nil {
+		return nil, fmt.Errorf("open run journal %s: %w", path, err)
+	}
+	st.w.SetMaxOpenConns(1)
+	st.w.SetConnMaxIdleTime(0)
+	if st.r, err = sql.Open("sqlite", dsn); err != nil {
+		st.w.Close()
+		return nil, fmt.Errorf("open run journal %s: %w", path, err)
+	}
+	if err := st.init(o.Now().UnixMilli()); err != nil {
+		st.close()
+		return nil, fmt.Errorf("open run journal %s: %w", path, err)
+	}
+	for _, s := range []string{"-wal", "-shm"} {
+		if err := os.Chmod(path+s, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			st.close()
+			return nil, fmt.Errorf("open run journal %s: %w", path, err)
+		}
+	}
+	j, err := newJournal(st, o, false)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	return j, nil
+}
+
+func (s *sqliteStore) init(nowMs int64) error {
+	ctx := context.Background()
+	if _, err := s.w.ExecContext(ctx, sqliteSchema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO journal_meta (name, value) VALUES ('created_ms', ?) ON CONFLICT (name) DO NOTHING`, nowMs); err != nil {
+		return err
+	}
+	// One process owns the file: whatever is running is a dead process's.
+	if _, err := s.w.ExecContext(ctx, `UPDATE runs SET state = ? WHERE state = ?`, StateInterrupted, StateRunning); err != nil {
+		return fmt.Errorf("mark the previous process's runs interrupted: %w", err)
+	}
+	var last int64
+	if err := s.w.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM runs`).Scan(&last); err != nil {
+		return err
+	}
+	s.lastID.Store(last)
+	var err error
+	if s.insRun, err = s.w.PrepareContext(ctx, `INSERT INTO runs (id, run_id, idem_key, parent_key, credential, task, settings, sum, state, result, error, attempts, bytes, created_ms, updated_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`); err != nil {
+		return err
+	}
+	if s.insEntry, err = s.w.PrepareContext(ctx, `INSERT INTO entries (run, seq, kind, step, call_id, key, fingerprint, payload, sum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		return err
+	}
+	s.updRun, err = s.w.PrepareContext(ctx, `UPDATE runs SET bytes = bytes + ?, updated_ms = ?,
+		state = coalesce(?, state), result = coalesce(?, result), error = coalesce(?, error) WHERE id = ?`)
+	return err
+}
+
+func (s *sqliteStore) where() string { return s.path }
+
+func (s *sqliteStore) newID() (int64, error) { return s.lastID.Add(1), nil }
+
+func (s *sqliteStore) created(ctx context.Context) (time.Time, error) {
+	var ms int64
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM journal_meta WHERE name = 'created_ms'`).Scan(&ms)
+	return time.UnixMilli(ms), err
+}
+
+func (s *sqliteStore) commit(ctx context.Context, ops []op) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	insRun, insEntry, updRun := tx.StmtContext(ctx, s.insRun), tx.StmtContext(ctx, s.insEntry), tx.StmtContext(ctx, s.updRun)
+	if err := applyOps(ops, func(o op, d runDelta) error {
+		var key any
+		if o.start.Key != "" {
+			key = o.start.Key
+		}
+		st := o.start
+		state, errMsg := any(string(StateRunning)), any("")
+		if d.state != nil {
+			state, errMsg = d.state, d.errMsg
+		}
+		_, err := insRun.ExecContext(ctx, o.id, st.RunID, key, st.ParentKey, st.Credential, st.Task, []byte(st.Settings), o.sum, state, d.result, errMsg, d.bytes, o.now, d.now)
+		return err
+	}, func(o op) error {
+		e := o.e
+		_, err := insEntry.ExecContext(ctx, o.id, e.seq, e.kind, e.step, e.callID, e.key, e.fingerprint, e.payload, e.sum)
+		return err
+	}, func(d runDelta) error {
+		_, err := updRun.ExecContext(ctx, d.bytes, d.now, d.state, d.result, d.errMsg, d.id)
+		return err
+	}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// A runDelta is what one batch changes of one run's row.
+type runDelta struct {
+	id, bytes, now int64
+	state, errMsg  any // nil: unchanged
+	result         any
+	started        bool // the batch inserts the row: the delta goes in the insert
+}
+
+// applyOps writes ops through insRun and insEntry, in order, and then each
+// run's row once through upd (its size, its time, its end if the batch
+// holds one), except a row the batch inserts: insRun writes its delta with
+// it. So a run of one step, whose start, step and end the writer commits
+// together, is two inserts.
+func applyOps(ops []op, insRun func(op, runDelta) error, insEntry func(op) error, upd func(runDelta) error) error {
+	var order []int64
+	deltas := map[int64]*runDelta{}
+	for _, o := range ops {
+		d := deltas[o.id]
+		if d == nil {
+			d = &runDelta{id: o.id}
+			deltas[o.id] = d
+			order = append(order, o.id)
+		}
+		d.bytes += o.bytes
+		d.now = max(d.now, o.now)
+		switch o.kind {
+		case opStart:
+			d.started = true
+		case opEnd:
+			d.state, d.errMsg = string(o.state), o.errMsg
+			d.result = o.result
+			if o.result == nil {
+				d.result = []byte{}
+			}
+		}
+	}
+	for _, o := range ops {
+		var err error
+		switch o.kind {
+		case opStart:
+			err = insRun(o, *deltas[o.id])
+		case opEntry:
+			err = insEntry(o)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, id := range order {
+		if d := deltas[id]; !d.started {
+			if err := upd(*d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+const sqliteSelectRun = `SELECT id, run_id, idem_key, parent_key, credential, task, settings, sum, state, attempts, result, error, bytes, created_ms, updated_ms FROM runs `
+
+func (s *sqliteStore) get(ctx context.Context, q query) (storedInfo, error) {
+	var row *sql.Row
+	switch {
+	case q.key != "":
+		row = s.r.QueryRowContext(ctx, sqliteSelectRun+`WHERE idem_key = ?`, q.key)
+	case q.runID != "":
+		row = s.r.QueryRowContext(ctx, sqliteSelectRun+`WHERE run_id = ? ORDER BY created_ms DESC, id DESC LIMIT 1`, q.runID)
+	default:
+		row = s.r.QueryRowContext(ctx, sqliteSelectRun+`WHERE id = ?`, q.id)
+	}
+	si, err := scanInfo(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return si, fmt.Errorf("run journal %s: %v: %w", s.path, q, ErrNotFound)
+	}
+	if err != nil {
+		return si, fmt.Errorf("run journal %s: looking up %v: %w", s.path, q, err)
+	}
+	return si, nil
+}
+
+func scanInfo(row interface{ Scan(...any) error }) (storedInfo, error) {
+	var (
+		si               storedInfo
+		key              sql.NullString
+		state            string
+		result           []byte
+		created, updated int64
+	)
+	err := row.Scan(&si.ID, &si.RunID, &key, &si.ParentKey, &si.Credential, &si.Task, &si.Settings, &si.sum, &state, &si.Attempts, &result, &si.Error, &si.Bytes, &created, &updated)
+	if len(result) == 0 {
+		result = nil
+	}
+	si.Key, si.State, si.Result = key.String, State(state), result
+	si.Created, si.Updated = time.UnixMilli(created), time.UnixMilli(updated)
+	return si, err
+}
+
+func (s *sqliteStore) entries(ctx context.Context, id int64) ([]entryRow, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, kind, step, call_id, key, fingerprint, payload, sum FROM entries WHERE run = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []entryRow
+	for rows.Next() {
+		var e entryRow
+		if err := rows.Scan(&e.seq, &e.kind, &e.step, &e.callID, &e.key, &e.fingerprint, &e.payload, &e.sum); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (s *sqliteStore) claim(ctx context.Context, id int64, nowMs int64) (bool, error) {
+	// Running, too: a run this process released without its end (the
+	// Journal has checked it is not claimed here).
+	res, err := s.w.ExecContext(ctx, `UPDATE runs SET state = ?, attempts = attempts + 1, updated_ms = ? WHERE id = ? AND state IN (?, ?, ?)`,
+		StateRunning, nowMs, id, StateInterrupted, StateFailed, StateRunning)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// live: one process owns a SQLite journal; a run it does not hold is
+// nobody's.
+func (s *sqliteStore) live(context.Context, storedInfo) (bool, error) { return false, nil }
+
+func (s *sqliteStore) markBroken(ctx context.Context, id int64, why string, nowMs int64) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE runs SET state = ?, error = ?, updated_ms = ? WHERE id = ?`, StateBroken, why, nowMs, id)
+	return err
+}
+
+func (s *sqliteStore) totals(ctx context.Context) (int64, int64, error) {
+	var runs, bytes int64
+	err := s.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(bytes), 0) FROM runs`).Scan(&runs, &bytes)
+	return runs, bytes, err
+}
+
+func (s *sqliteStore) evictOld(ctx context.Context, cutoffMs int64) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM entries WHERE run IN (SELECT id FROM runs WHERE updated_ms < ? AND state != ?)`, cutoffMs, StateRunning); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE updated_ms < ? AND state != ?`, cutoffMs, StateRunning); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *sqliteStore) evictEnded(ctx context.Context, maxRuns, maxBytes int64) (int64, int64, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer tx.Rollback()
+	var runs, bytes int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(bytes), 0) FROM runs`).Scan(&runs, &bytes); err != nil {
+		return 0, 0, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, bytes FROM runs WHERE state IN (?, ?) ORDER BY updated_ms, id`, StateDone, StateBroken)
+	if err != nil {
+		return 0, 0, err
+	}
+	var evict []int64
+	for rows.Next() && (runs >= maxRuns || bytes >= maxBytes) {
+		var id, b int64
+		if err := rows.Scan(&id, &b); err != nil {
+			rows.Close()
+			return 0, 0, err
+		}
+		evict = append(evict, id)
+		runs, bytes = runs-1, bytes-b
+	}
+	rows.Close()
+	for _, id := range evict {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM entries WHERE run = ?`, id); err != nil {
+			return 0, 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id = ?`, id); err != nil {
+			return 0, 0, err
+		}
+	}
+	return runs, bytes, tx.Commit()
+}
+
+func (s *sqliteStore) list(ctx context.Context, limit int) ([]storedInfo, error) {
+	rows, err := s.r.QueryContext(ctx, sqliteSelectRun+`ORDER BY created_ms DESC, id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storedInfo
+	for rows.Next() {
+		si, err := scanInfo(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, si)
+	}
+	return out, rows.Err()
+}
+
+func (s *sqliteStore) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.insRun, s.insEntry, s.updRun} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	errs = append(errs, s.w.Close(), s.r.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,190 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-run/switchboard/pool"
+)
+
+// subServer is a real go-sdk server that supports resources/subscribe,
+// behind a handler the test can replace with a new server: a restart that
+// forgets every session.
+type subServer struct {
+	t          *testing.T
+	ts         *httptest.Server
+	cur        atomic.Pointer[subInstance]
+	subscribed chan string // URIs, as each SubscribeHandler call sees them
+	unsub      chan string
+}
+
+type subInstance struct {
+	srv *mcp.Server
+	h   http.Handler
+}
+
+func startSubServer(t *testing.T) *subServer {
+	s := &subServer{t: t, subscribed: make(chan string, 16), unsub: make(chan string, 16)}
+	s.restart()
+	s.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.cur.Load().h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.ts.Close)
+	return s
+}
+
+// restart puts a new server in place and closes the old one's sessions: a
+// client's next request, and its GET stream's reconnection, find its
+// session gone (404).
+func (s *subServer) restart() {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			s.subscribed <- req.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			s.unsub <- req.Params.URI
+			return nil
+		},
+	})
+	for _, uri := range []string{"test://a", "test://b"} {
+		srv.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
+		})
+	}
+	old := s.cur.Swap(&subInstance{srv: srv, h: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)})
+	if old != nil {
+		for ss := range old.srv.Sessions() {
+			ss.Close()
+		}
+	}
+}
+
+func (s *subServer) updated(uri string) {
+	if err := s.cur.Load().srv.ResourceUpdated(s.t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// TestSubscribeSurvivesReinitialization: a subscription made through the
+// pool gets the server's updates for its URI only, is made again on the
+// new session when the server forgets the old one, goes on getting
+// updates there, and Unsubscribe sends resources/unsubscribe. Close
+// leaves no subscription goroutine behind.
+func TestSubscribeSurvivesReinitialization(t *testing.T) {
+	s := startSubServer(t)
+	p := pool.New(&pool.Options{Notifications: true})
+	t.Cleanup(func() { p.Close() }) // before the server's Cleanup: its GET streams end first
+	srv := &pool.Server{Name: "subs", URL: s.ts.URL, ProtocolVersion: pool.Protocol20251125}
+
+	updates := make(chan string, 16)
+	subA, err := p.Subscribe(t.Context(), srv, "test://a", func(u *mcp.ResourceUpdatedNotificationParams) { updates <- "a:" + u.URI })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, s.subscribed, "the subscribe"); got != "test://a" {
+		t.Fatalf("subscribed %q", got)
+	}
+	other := make(chan string, 16)
+	if _, err := p.Subscribe(t.Context(), srv, "test://b", func(u *mcp.ResourceUpdatedNotificationParams) { other <- u.URI }); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, s.subscribed, "the second subscribe")
+
+	s.updated("test://a")
+	if got := recv(t, updates, "the update"); got != "a:test://a" {
+		t.Fatalf("update %q", got)
+	}
+	s.updated("test://b")
+	if got := recv(t, other, "b's update"); got != "test://b" {
+		t.Fatalf("b's update %q", got)
+	}
+	if len(updates) != 0 {
+		t.Fatalf("a's subscriber got b's update: %q", <-updates)
+	}
+
+	// The server forgets every session: both subscriptions are made again
+	// on the pool's new session, without the caller doing anything.
+	s.restart()
+	again := map[string]bool{}
+	for range 2 {
+		again[recv(t, s.subscribed, "the subscription made again")] = true
+	}
+	if !again["test://a"] || !again["test://b"] {
+		t.Fatalf("subscribed again to %v, want both", again)
+	}
+	s.updated("test://a")
+	if got := recv(t, updates, "the update after the restart"); got != "a:test://a" {
+		t.Fatalf("update %q", got)
+	}
+	if st := p.Stats(); st.Dials < 2 {
+		t.Fatalf("dials %d, want a new session", st.Dials)
+	}
+
+	if err := subA.Unsubscribe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, s.unsub, "the unsubscribe"); got != "test://a" {
+		t.Fatalf("unsubscribed %q", got)
+	}
+	if err := subA.Unsubscribe(t.Context()); err != nil {
+		t.Fatalf("second Unsubscribe: %v", err)
+	}
+
+	// The other subscription is still held: Close ends it.
+	p.Close()
+	buf := make([]byte, 1<<20)
+	if st := string(buf[:runtime.Stack(buf, true)]); strings.Contains(st, "pool.(*Subscription).run") {
+		t.Fatalf("a subscription goroutine outlived Close:\n%s", st)
+	}
+}
+
+// TestSubscribeRefusals: a bad subscription is refused with an error that
+// says what was wrong, and none is made.
+func TestSubscribeRefusals(t *testing.T) {
+	s := startSubServer(t)
+	srv := &pool.Server{Name: "subs", URL: s.ts.URL}
+	quiet := pool.New(nil)
+	defer quiet.Close()
+	_, err := quiet.Subscribe(t.Context(), srv, "test://a", func(*mcp.ResourceUpdatedNotificationParams) {})
+	if !errors.Is(err, pool.ErrSubscribeNeedsNotifications) || !errors.Is(err, pool.ErrRefused) {
+		t.Errorf("without Notifications: %v", err)
+	}
+	p := pool.New(&pool.Options{Notifications: true})
+	defer p.Close()
+	if _, err := p.Subscribe(t.Context(), srv, "", func(*mcp.ResourceUpdatedNotificationParams) {}); err == nil || !strings.Contains(err.Error(), "empty resource uri") {
+		t.Errorf("empty uri: %v", err)
+	}
+	if _, err := p.Subscribe(t.Context(), srv, "test://a", nil); err == nil || !strings.Contains(err.Error(), "nil update function") {
+		t.Errorf("nil fn: %v", err)
+	}
+	// A server without the subscribe capability answers with an error.
+	plain := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
+	pts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plain }, nil))
+	t.Cleanup(pts.Close)
+	_, err = p.Subscribe(t.Context(), &pool.Server{Name: "plain", URL: pts.URL}, "test://a", func(*mcp.ResourceUpdatedNotificationParams) {})
+	var pe *pool.Error
+	if !errors.As(err, &pe) || pe.Kind != pool.KindRPC {
+		t.Errorf("server without subscriptions: %v, want its rpc error", err)
+	}
+}
