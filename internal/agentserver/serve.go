@@ -138,7 +138,7 @@ func Serve(ctx context.Context, so *ServeOptions) error {
 	defer cancel()
 	if aborted != nil {
 		srv.Close()
-	} else if err := srv.Shutdown(sctx); err != nil {
+	} else if err := s.Budget().Shutdown(sctx, srv); err != nil {
 		logger.Warn("requests still running at the shutdown deadline; closing them", "err", err)
 		srv.Close()
 	}

@@ -2,10 +2,12 @@ package mcphttp
 
 import (
 	"container/list"
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
+	"time"
 )
 
 // The connection budget decides, when a listener is at its cap, which
@@ -225,4 +227,49 @@ func (c *countedConn) Close() error {
 	t.removeLocked(c)
 	t.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// CloseQuiet closes every counted connection not in a request, and reports
+// how many. A server that is shutting down calls it: http.Server.Shutdown
+// waits up to 5 s for a connection that has not sent its first request (a
+// client's spare dial, parked by its Transport when another connection
+// served the request), which is as long as a caller's whole shutdown
+// budget. A connection in a request is left to Shutdown.
+func (b *Budget) CloseQuiet() int {
+	t := &b.conns
+	t.mu.Lock()
+	var quiet []*countedConn
+	for _, l := range []*list.List{&t.waiting, &t.idle} {
+		for e := l.Front(); e != nil; e = e.Next() {
+			quiet = append(quiet, e.Value.(*countedConn))
+		}
+	}
+	for _, c := range quiet {
+		t.removeLocked(c)
+	}
+	t.mu.Unlock()
+	// Outside the lock: a Close may block on the network.
+	for _, c := range quiet {
+		c.Conn.Close()
+	}
+	return len(quiet)
+}
+
+// Shutdown runs srv.Shutdown(ctx), srv serving b's Listener, closing the
+// connections not in a request until it returns ([Budget.CloseQuiet] says
+// why): Shutdown stops accepting first, so what is quiet is closed, and a
+// connection whose request ends is closed by Shutdown itself.
+func (b *Budget) Shutdown(ctx context.Context, srv *http.Server) error {
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b.CloseQuiet()
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+	}
 }

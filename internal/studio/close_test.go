@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -121,4 +122,34 @@ func TestCloseNamesAStuckHandler(t *testing.T) {
 	}
 	// Its connection was closed: the read ends.
 	io.Copy(io.Discard, resp.Body)
+}
+
+// TestCloseWithAConnectionThatSentNothing: a connection that never sent a
+// request (a client's spare dial, which net/http's Transport parks when
+// another connection served the request first) does not hold Close.
+// http.Server.Shutdown treats such a connection as busy for its first 5 s,
+// exactly shutdownTimeout, so Close failed with ErrStillServing naming no
+// request (the project's CI, TestE2ECycleAndDepthRefusal).
+func TestCloseWithAConnectionThatSentNothing(t *testing.T) {
+	s := startStudio(t, projecttest.New(t, "abacus"), nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The studio has accepted it: a request on another connection is
+	// answered only after the accept loop took the earlier one.
+	resp, err := http.Get(s.URL() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close with a connection that sent nothing: %v, want nil", err)
+	}
+	// The studio closed it.
+	if n, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Errorf("read %d bytes on the quiet connection after Close, want it closed", n)
+	}
 }

@@ -718,7 +718,8 @@ func (s *Studio) Close() error {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 			defer cancel()
-			shutdown <- s.srv.Shutdown(ctx)
+			// The budget closes the connections Shutdown would wait for.
+			shutdown <- s.budget.Shutdown(ctx, s.srv)
 		}()
 		s.stop()
 		var errs []error
