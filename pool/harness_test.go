@@ -70,7 +70,7 @@ func call(ctx context.Context, p *Pool, srv *Server, tool, id string) (*mcp.Call
 
 func mustCall(t *testing.T, p *Pool, srv *Server, tool, id string) *mcp.CallToolResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := call(ctx, p, srv, tool, id)
 	if err != nil {

@@ -237,7 +237,7 @@ func TestStudioInProcess(t *testing.T) {
 // waitAgent polls the studio until agent name satisfies ok (bounded).
 func waitAgent(t *testing.T, s *Studio, name string, ok func(studioapi.AgentInfo) bool) studioapi.AgentInfo {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
+	deadline := time.NewTimer(90 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
