@@ -402,7 +402,7 @@ type attempt struct {
 	// recorder; zero: no cap.
 	maxBody int64
 	server  string
-	// answered counts the bytes of the attempt's answers read (capBody),
+	// answered counts the bytes of the attempt's answers read (answerBody),
 	// for the return of memory after a large one (memory.go).
 	answered atomic.Int64
 	next     *attempt // in entry.attempts while the attempt uses the entry; guarded by Pool.mu
@@ -425,6 +425,12 @@ func (a *attempt) request() context.Context {
 		a.pr.attempt = a
 	}
 	return a.pr
+}
+
+// tooLarge is the error of an answer past the attempt's cap; size -1: not
+// known (reading stopped at the cap).
+func (a *attempt) tooLarge(size int64) *ResultTooLargeError {
+	return &ResultTooLargeError{Server: a.server, Limit: a.maxBody, Size: size}
 }
 
 // unref drops one reference; the last one cancels the attempt's context.
