@@ -273,7 +273,8 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			osMemory.afterBigAnswer()
 		}
 	}()
-	if srv != nil {
+	traced := srv != nil && p.traces()
+	if traced {
 		var span trace.Span
 		ctx, span = p.startRequestSpan(ctx, srv, method, tool)
 		defer func() { endSpan(span, err) }()
@@ -349,7 +350,9 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.counters.retries++
 			p.mu.Unlock()
 			retried = true
-			markRetry(ctx, err)
+			if traced {
+				markRetry(ctx, err) // else the span in ctx is the caller's
+			}
 			p.log.DebugContext(ctx, "retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
 			continue
 		}
