@@ -177,7 +177,7 @@ func classify(err error, ev evidence, ctxErr error) verdict {
 
 	case ev.overCap != nil:
 		// The server answered, and the pool stopped reading the answer at
-		// the cap (evidence.go, capBody). The request may have run; sent
+		// the cap (evidence.go, answerBody). The request may have run; sent
 		// again it would be answered the same. A JSON body cut short fails
 		// go-sdk's session from a goroutine of its own, perhaps after the
 		// next request went out on it, so the session is dropped now.

@@ -245,6 +245,9 @@ const codeRejectedByTransport = rpccode.RejectedByTransport
 // nothing ran, and sending it again is answered the same (see KindRefused).
 // The server's Code and Message are kept.
 func refusedByLedger(err error) error {
+	if err == nil {
+		return nil // spares the success path errors.As's escaping target
+	}
 	var pe *Error
 	if errors.As(err, &pe) && pe.Kind == KindRPC &&
 		(errors.Is(pe.Err, ErrIdempotencyConflict) || errors.Is(pe.Err, ErrKeyExpired)) {

@@ -166,13 +166,6 @@ func (p *probe) resultTooLarge(e *ResultTooLargeError) {
 	}
 }
 
-// countAnswer adds n bytes read of an answer to the attempt's count.
-func (p *probe) countAnswer(n int) {
-	if p.attempt != nil {
-		p.attempt.answered.Add(int64(n))
-	}
-}
-
 func (p *probe) answered() (int, answer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -364,35 +357,31 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode == http.StatusNotFound && withSession && req.Method == http.MethodPost {
 		r.entry.sawExpiry()
 	}
-	if pr != nil && pr.attempt != nil && pr.attempt.maxBody > 0 && resp.StatusCode < 300 {
-		// The request's own answer: a result, a page. Bounded here, below
-		// go-sdk, which reads a JSON body whole and an SSE event up to its
-		// own limit, so that no answer past the cap is ever held. The cap
-		// is the calling Server's (sessions are shared by endpoint).
-		limit := pr.attempt.maxBody
-		over := &ResultTooLargeError{Server: pr.attempt.server, Limit: limit, Size: -1}
-		if resp.ContentLength > limit {
-			resp.Body.Close()
-			over.Size = resp.ContentLength
-			pr.resultTooLarge(over)
-			if release != nil {
-				release()
+	if pr != nil && pr.attempt != nil {
+		// The request's own answer: the attempt's context must outlive
+		// its body (see attempt), and a result or a page is bounded here,
+		// below go-sdk, which reads a JSON body whole and an SSE event up
+		// to its own limit, so that no answer past the cap is ever held.
+		// The cap is the calling Server's (sessions are shared by
+		// endpoint).
+		a := pr.attempt
+		ab := &answerBody{ReadCloser: resp.Body, a: a, pr: pr}
+		if a.maxBody > 0 && resp.StatusCode < 300 {
+			if resp.ContentLength > a.maxBody {
+				resp.Body.Close()
+				over := a.tooLarge(resp.ContentLength)
+				pr.resultTooLarge(over)
+				return nil, over
 			}
-			return nil, over
+			ab.capped, ab.left, ab.events.limit = true, a.maxBody, a.maxBody
+			if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
+				ab.sse = true
+			}
 		}
-		cb := &capBody{ReadCloser: resp.Body, left: limit, over: over, probe: pr}
-		if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
-			cb.events = &sseEvents{limit: limit}
-		}
-		resp.Body = cb
-	}
-	switch {
-	case release != nil:
+		a.refs.Add(1)
+		resp.Body = ab
+	} else if release != nil {
 		resp.Body = &cancelBody{ReadCloser: resp.Body, release: release}
-	case pr.attempt != nil:
-		// The attempt's context must outlive this body (see attempt).
-		pr.attempt.refs.Add(1)
-		resp.Body = &attemptBody{ReadCloser: resp.Body, a: pr.attempt}
 	}
 	return resp, nil
 }
@@ -407,37 +396,47 @@ func (e *tooLargeError) Error() string {
 
 func (e *tooLargeError) Unwrap() error { return ErrTooLarge }
 
-// capBody fails a read past its cap with over, recorded on the probe (see
-// probe.resultTooLarge). What was read is go-sdk's buffer, dropped with the
-// failed request.
+// answerBody is the body of a request's own answer (an attempt's POST):
+// it holds a reference on the attempt until it is closed, and, capped,
+// fails a read past the cap with the attempt's ResultTooLargeError,
+// recorded on the probe (see probe.resultTooLarge). What was read is
+// go-sdk's buffer, dropped with the failed request. Every pooled call
+// has one, so the cap, its SSE counter and the reference are one
+// allocation, and the error is made only when the cap is passed.
 //
-// An SSE stream (events not nil) is counted per event, not as a whole:
-// go-sdk holds one event at a time, and a long-running tool's progress
-// notifications come before its result on the same stream; counted
-// together they refused a small result after enough progress. Every event
-// (the result, or one notification) is bounded by the cap; the stream as
-// a whole only by the caller's deadline, since nothing of an event is kept
-// once it is handled.
-type capBody struct {
+// An SSE stream (sse) is counted per event, not as a whole: go-sdk holds
+// one event at a time, and a long-running tool's progress notifications
+// come before its result on the same stream; counted together they
+// refused a small result after enough progress. Every event (the result,
+// or one notification) is bounded by the cap; the stream as a whole only
+// by the caller's deadline, since nothing of an event is kept once it is
+// handled.
+type answerBody struct {
 	io.ReadCloser
-	left   int64 // bytes still allowed (a JSON body)
-	events *sseEvents
-	over   *ResultTooLargeError
-	probe  *probe
-	done   bool // over was returned
+	a      *attempt
+	pr     *probe // the request's probe: the attempt's, when it was sent
+	capped bool   // the attempt has a cap (a result or a page under 300)
+	left   int64  // bytes still allowed (a JSON body)
+	sse    bool   // counted per event, in events
+	events sseEvents
+	over   *ResultTooLargeError // returned from every read once the cap is passed
+	closed atomic.Bool
 }
 
-func (b *capBody) Read(p []byte) (int, error) {
-	if b.done {
+func (b *answerBody) Read(p []byte) (int, error) {
+	if b.over != nil {
 		return 0, b.over
 	}
-	if b.events != nil {
+	if !b.capped {
 		n, err := b.ReadCloser.Read(p)
-		b.probe.countAnswer(n)
+		b.a.answered.Add(int64(n))
+		return n, err
+	}
+	if b.sse {
+		n, err := b.ReadCloser.Read(p)
+		b.a.answered.Add(int64(n))
 		if b.events.count(p[:n]) {
-			b.done = true
-			b.probe.resultTooLarge(b.over)
-			return 0, b.over
+			return 0, b.passed()
 		}
 		return n, err
 	}
@@ -445,14 +444,28 @@ func (b *capBody) Read(p []byte) (int, error) {
 		p = p[:b.left+1]
 	}
 	n, err := b.ReadCloser.Read(p)
-	b.probe.countAnswer(n)
+	b.a.answered.Add(int64(n))
 	if int64(n) > b.left {
-		b.done = true
-		b.probe.resultTooLarge(b.over)
-		return 0, b.over
+		return 0, b.passed()
 	}
 	b.left -= int64(n)
 	return n, err
+}
+
+// passed records that the answer passed the cap, and returns the error
+// every read returns from now on.
+func (b *answerBody) passed() error {
+	b.over = b.a.tooLarge(-1)
+	b.pr.resultTooLarge(b.over)
+	return b.over
+}
+
+func (b *answerBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.closed.CompareAndSwap(false, true) {
+		b.a.unref()
+	}
+	return err
 }
 
 // sseEvents counts the bytes of the SSE event being read. An event ends at
@@ -486,21 +499,6 @@ func (e *sseEvents) count(b []byte) bool {
 		}
 	}
 	return false
-}
-
-// attemptBody holds a reference on its attempt until it is closed.
-type attemptBody struct {
-	io.ReadCloser
-	a      *attempt
-	closed atomic.Bool
-}
-
-func (b *attemptBody) Close() error {
-	err := b.ReadCloser.Close()
-	if b.closed.CompareAndSwap(false, true) {
-		b.a.unref()
-	}
-	return err
 }
 
 // cancelBody releases the request's abort hook when the body is closed: the

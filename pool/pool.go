@@ -273,7 +273,8 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			osMemory.afterBigAnswer()
 		}
 	}()
-	if srv != nil {
+	traced := srv != nil && p.traces()
+	if traced {
 		var span trace.Span
 		ctx, span = p.startRequestSpan(ctx, srv, method, tool)
 		defer func() { endSpan(span, err) }()
@@ -349,7 +350,9 @@ func (p *Pool) do(ctx context.Context, srv *Server, method, tool string, op func
 			p.counters.retries++
 			p.mu.Unlock()
 			retried = true
-			markRetry(ctx, err)
+			if traced {
+				markRetry(ctx, err) // else the span in ctx is the caller's
+			}
 			p.log.DebugContext(ctx, "retrying on a new session", "server", srv.Name, "method", method, "tool", tool, "cause", err)
 			continue
 		}
@@ -402,7 +405,7 @@ type attempt struct {
 	// recorder; zero: no cap.
 	maxBody int64
 	server  string
-	// answered counts the bytes of the attempt's answers read (capBody),
+	// answered counts the bytes of the attempt's answers read (answerBody),
 	// for the return of memory after a large one (memory.go).
 	answered atomic.Int64
 	next     *attempt // in entry.attempts while the attempt uses the entry; guarded by Pool.mu
@@ -425,6 +428,12 @@ func (a *attempt) request() context.Context {
 		a.pr.attempt = a
 	}
 	return a.pr
+}
+
+// tooLarge is the error of an answer past the attempt's cap; size -1: not
+// known (reading stopped at the cap).
+func (a *attempt) tooLarge(size int64) *ResultTooLargeError {
+	return &ResultTooLargeError{Server: a.server, Limit: a.maxBody, Size: size}
 }
 
 // unref drops one reference; the last one cancels the attempt's context.

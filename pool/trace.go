@@ -36,6 +36,40 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(tracerName)
 }
 
+// otelDefault is otel's global TracerProvider as it is until a program
+// calls otel.SetTracerProvider: a delegate whose spans, until then, never
+// record and carry their parent's span context, nothing else. Starting
+// one still costs three allocations (the span, boxed twice, and the
+// context that holds it), a fifth of what the pool added to a call, so a
+// pool on the global provider skips its request span while
+// otel.GetTracerProvider() is still that delegate (see Pool.traces): the
+// request's context then carries the same span context it would have.
+// otelDefault is nil if the provider in place when this package is
+// initialized already makes spans of its own (a program that set one in
+// an init that ran first): every request then has its span. (otel's eBPF
+// auto-instrumentation, which turns the default's spans into real ones
+// from outside the process, is not seen.)
+var otelDefault = passthrough(otel.GetTracerProvider())
+
+// passthrough returns tp if its spans are its parents' (not recording,
+// no span context of their own), else nil.
+func passthrough(tp trace.TracerProvider) trace.TracerProvider {
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}})
+	_, span := tp.Tracer(tracerName).Start(trace.ContextWithSpanContext(context.Background(), parent), "passthrough")
+	defer span.End()
+	if span.IsRecording() || !span.SpanContext().Equal(parent) {
+		return nil
+	}
+	return tp
+}
+
+// traces reports whether the pool's request spans can record: it has a
+// TracerProvider of its own, or the global one is no longer otel's
+// default (see otelDefault).
+func (p *Pool) traces() bool {
+	return p.opts.TracerProvider != nil || otelDefault == nil || otel.GetTracerProvider() != otelDefault
+}
+
 // clientSpan is the start option of every request span, built once: with
 // no SDK installed nothing records, and the span of a call must then cost
 // next to nothing.

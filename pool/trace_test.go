@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -118,4 +119,38 @@ func names(spans []tracetest.SpanStub) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// TestTracingDefaultGlobal: on otel's default global provider (no SDK) the
+// pool starts no request span (see otelDefault), and a call made under a
+// remote span context still hands that one on as _meta.traceparent, as the
+// default's pass-through span did. passthrough tells the default from a
+// provider that makes spans.
+func TestTracingDefaultGlobal(t *testing.T) {
+	if otelDefault == nil || otel.GetTracerProvider() != otelDefault {
+		t.Skip("a TracerProvider is set globally in this process")
+	}
+	sdk := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { sdk.Shutdown(context.Background()) })
+	if passthrough(sdk) != nil {
+		t.Error("passthrough(an SDK provider) is not nil: the pool would skip its spans")
+	}
+	ts := newTestServer(t, false)
+	rec := &metaRecorder{seen: map[string][]string{}}
+	rec.install(ts.MCPServer())
+	p := newTestPool(t, nil)
+	if p.traces() {
+		t.Fatal("a pool on otel's default provider starts request spans")
+	}
+	remote := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x0a, 1}, SpanID: trace.SpanID{0x0b, 2}, TraceFlags: trace.FlagsSampled, Remote: true,
+	})
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), remote)
+	if res, err := call(ctx, p, server(ts, "test"), "echo", "r"); err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	want := "00-" + remote.TraceID().String() + "-" + remote.SpanID().String() + "-01"
+	if got := rec.get("r"); len(got) != 1 || got[0] != want {
+		t.Errorf("the server saw traceparent %q, want the caller's %q", got, want)
+	}
 }

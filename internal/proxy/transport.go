@@ -125,10 +125,15 @@ func (c *agentConn) Write(p []byte) (int, error) {
 }
 
 // sendProbe records the connections one request was given, with the
-// writes each had begun when it was given.
+// writes each had begun when it was given. It is its own ClientTrace, and
+// keeps the first connection (nearly always the only one) in place: the
+// trace, its hook and the slice were three allocations per request, the
+// hook alone is one.
 type sendProbe struct {
-	mu    sync.Mutex // protects conns (GotConn may run on net/http's goroutines)
-	conns []connMark
+	trace httptrace.ClientTrace
+	mu    sync.Mutex // protects conns and first (GotConn may run on net/http's goroutines)
+	conns []connMark // first[:0] until the probe is given a connection
+	first [1]connMark
 	other bool // a connection that is not an agentConn: nothing can be proved
 }
 
@@ -139,16 +144,19 @@ type connMark struct {
 
 // with returns req carrying the probe's trace.
 func (p *sendProbe) with(req *http.Request) *http.Request {
-	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if ac, ok := info.Conn.(*agentConn); ok {
-			p.conns = append(p.conns, connMark{ac, ac.writes.Load()})
-		} else {
-			p.other = true
-		}
-	}}
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	p.conns = p.first[:0]
+	p.trace.GotConn = p.gotConn
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), &p.trace))
+}
+
+func (p *sendProbe) gotConn(info httptrace.GotConnInfo) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ac, ok := info.Conn.(*agentConn); ok {
+		p.conns = append(p.conns, connMark{ac, ac.writes.Load()})
+	} else {
+		p.other = true
+	}
 }
 
 // unsent reports whether the request was given connections and began no
