@@ -44,7 +44,7 @@ const (
 	// The ledger's two refusals are KindRefused rather than KindRPC because
 	// what a caller does next is what it does for every refusal: not send
 	// it again as it is. The ledger answers them before the tool is
-	// looked up (internal/idempotency), so this send ran nothing, and the
+	// looked up, so this send ran nothing, and the
 	// same key gets the same answer. A KeyExpired says one thing more: an
 	// earlier send with that key, if there was one, may have run, and the
 	// server can no longer tell; running the call again needs a new key,
