@@ -131,7 +131,7 @@ type OAuthConfig struct {
 	// server that supports them; tried before the other registrations.
 	ClientMetadataURL string
 	// Enterprise, when set, gets tokens by enterprise-managed authorization
-	// (grant_enterprise.go) instead of Grant: from the person's sign-in at
+	// (EnterpriseConfig) instead of Grant: from the person's sign-in at
 	// the enterprise's identity provider.
 	Enterprise *EnterpriseConfig
 }

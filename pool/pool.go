@@ -59,7 +59,7 @@ type Options struct {
 	// cap each); waiting callers honour their contexts. Zero means no cap.
 	MaxConcurrentPerKey int
 	// TracerProvider makes the spans of requests, dials and
-	// re-initializations (trace.go); default the global provider,
+	// re-initializations; default the global provider,
 	// otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
 	// OAuth configures OAuth for HTTP servers; nil: the tokens that
@@ -203,7 +203,7 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 // when it is fresh. The cache goes with the session, and is dropped on
 // notifications/tools/list_changed and after Options.ToolsTTL. A server
 // with more than 2,000 tools, or whose pages do not end, gets a KindRefused
-// error wrapping a *ListError (list.go).
+// error wrapping a *ListError.
 func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	err := p.do(ctx, srv, "tools/list", "", func(a *attempt, e *entry) error {
@@ -1167,10 +1167,14 @@ type Stats struct {
 	// go-sdk's known versions, a bounded set.
 	Protocols map[string]int `json:"protocols,omitempty"`
 
+	// InvalidationsByReason and ClosesByReason count sessions dropped and
+	// closed since the pool was created, one counter per reason (as
+	// database/sql's DBStats has one per close reason); the reasons are the
+	// pool's own, a bounded set, so they can be metric labels.
 	InvalidationsByReason map[string]int64 `json:"invalidations_by_reason"`
 	ClosesByReason        map[string]int64 `json:"closes_by_reason"`
 
-	// Idempotency (idempotency.go), for servers that advertise it.
+	// Idempotency (docs/IDEMPOTENCY.md), for servers that advertise it.
 	KeyedCalls   int64 `json:"keyed_calls"`   // tools/call sent with an idempotency key
 	KeyedRetries int64 `json:"keyed_retries"` // keyed calls sent again after a failure
 	Replays      int64 `json:"replays"`       // answers the server gave from its record
