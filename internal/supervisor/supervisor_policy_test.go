@@ -176,7 +176,7 @@ func TestRestartBackoffGrowsCapsAndGivesUp(t *testing.T) {
 			l.exit("exit status 1")
 			st := l.want(studioapi.StateRestarting, i+1, i+1, i+1)
 			if !st.NextStart.Equal(time.Now().Add(d)) || st.LastErr != "exit status 1" || !st.LastErrAt.Equal(time.Now()) {
-				t.Fatalf("failure %d: next start in %v, last error %q at %v; want in %v, \"exit status 1\" now", i+1, st.NextStart.Sub(time.Now()), st.LastErr, st.LastErrAt, d)
+				t.Fatalf("failure %d: next start in %v, last error %q at %v; want in %v, \"exit status 1\" now", i+1, time.Until(st.NextStart), st.LastErr, st.LastErrAt, d)
 			}
 			l.newest(studioapi.EventExited, "exit status 1")
 			time.Sleep(d - time.Nanosecond)
@@ -217,7 +217,7 @@ func TestRestartBackoffGrowsCapsAndGivesUp(t *testing.T) {
 		l.exit("exit status 2")
 		st = l.want(studioapi.StateRestarting, 9, 8, 1)
 		if !st.NextStart.Equal(time.Now().Add(testMinBackoff)) {
-			t.Fatalf("first failure after a start: next start in %v, want %v", st.NextStart.Sub(time.Now()), testMinBackoff)
+			t.Fatalf("first failure after a start: next start in %v, want %v", time.Until(st.NextStart), testMinBackoff)
 		}
 		l.close()
 	})
@@ -238,7 +238,7 @@ func TestHealthyRunResetsBackoff(t *testing.T) {
 		l.exit("crash")
 		st := l.want(studioapi.StateRestarting, 4, 4, 4)
 		if !st.NextStart.Equal(time.Now().Add(8 * time.Second)) {
-			t.Fatalf("run short of healthy: next start in %v, want 8s", st.NextStart.Sub(time.Now()))
+			t.Fatalf("run short of healthy: next start in %v, want 8s", time.Until(st.NextStart))
 		}
 		time.Sleep(8 * time.Second)
 		synctest.Wait()
@@ -246,7 +246,7 @@ func TestHealthyRunResetsBackoff(t *testing.T) {
 		l.exit("crash")
 		st = l.want(studioapi.StateRestarting, 5, 5, 1)
 		if !st.NextStart.Equal(time.Now().Add(testMinBackoff)) {
-			t.Fatalf("after a healthy run: next start in %v, want %v", st.NextStart.Sub(time.Now()), testMinBackoff)
+			t.Fatalf("after a healthy run: next start in %v, want %v", time.Until(st.NextStart), testMinBackoff)
 		}
 		l.close()
 	})
@@ -328,7 +328,7 @@ func TestRequestsDuringBackoff(t *testing.T) {
 		l.exit("crash")
 		st := l.want(studioapi.StateRestarting, 2, 2, 1) // the request ended the streak
 		if !st.NextStart.Equal(time.Now().Add(testMinBackoff)) {
-			t.Fatalf("next start in %v, want %v", st.NextStart.Sub(time.Now()), testMinBackoff)
+			t.Fatalf("next start in %v, want %v", time.Until(st.NextStart), testMinBackoff)
 		}
 		if err := l.a.Stop("hold"); err != nil {
 			t.Fatalf("Stop in backoff: %v", err)
