@@ -14,7 +14,7 @@ type CallInfo struct {
 	// idempotency there is only one such send.
 	Attempts int
 
-	// For servers that advertise idempotency (idempotency.go):
+	// For servers that advertise idempotency (docs/IDEMPOTENCY.md):
 	// IdempotencyKey is the key the call carried (empty: none was sent);
 	// KeyedAttempts how many times the pool sent it with that key; and
 	// Replayed whether the answer came from the server's record of an

@@ -44,13 +44,13 @@ const (
 	// The ledger's two refusals are KindRefused rather than KindRPC because
 	// what a caller does next is what it does for every refusal: not send
 	// it again as it is. The ledger answers them before the tool is
-	// looked up (internal/idempotency), so this send ran nothing, and the
+	// looked up, so this send ran nothing, and the
 	// same key gets the same answer. A KeyExpired says one thing more: an
 	// earlier send with that key, if there was one, may have run, and the
 	// server can no longer tell; running the call again needs a new key,
 	// which is the caller's decision, never the pool's.
 	KindRefused
-	// KindInterrupted: a keyed call (idempotency.go) whose first run the
+	// KindInterrupted: a keyed call (docs/IDEMPOTENCY.md) whose first run the
 	// server's death cut off: the server's ledger says so (JSON-RPC
 	// CodeInterrupted, -32073), for good. Whether it took effect is
 	// unknown, as for KindOutcomeUnknown, whose sentinel it matches too;
@@ -222,14 +222,15 @@ func boundMessage(s string) string {
 // may have run: it reached the server, and the server is gone (a call's SSE
 // stream resumed after the agent that ran it was killed, a sessionless
 // call whose agent died under it). The pool reports it as
-// KindOutcomeUnknown, never KindRPC, and never replays it (see classify); a
+// KindOutcomeUnknown, never KindRPC, and never replays it (see the package
+// doc: a request is retried only when it provably did not run); a
 // keyed call is sent again with its idempotency key. `switchboard client`
 // answers every outcome_unknown with it. The tree's codes are listed once,
 // in docs/ARCHITECTURE.md ("Error codes").
 const CodeOutcomeUnknown = rpccode.OutcomeUnknown
 
 // CodeShuttingDown is the code of a draining agent's refusal (with HTTP 503:
-// nothing ran, and the pool sends it again, see classify) or cut (in a 200
+// nothing ran, and the pool sends it again) or cut (in a 200
 // answer: the call ran until the agent's shutdown grace ended; outcome
 // unknown).
 const CodeShuttingDown = rpccode.ShuttingDown

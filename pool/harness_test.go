@@ -49,7 +49,7 @@ func newTestPool(t *testing.T, opts *Options) *Pool {
 	if opts != nil {
 		o = *opts
 	}
-	o.HTTPClient = &http.Client{Transport: tr}
+	o.Transport = tr
 	p := New(&o)
 	testTransports.Lock()
 	testTransports.list = append(testTransports.list, tr)

@@ -131,15 +131,18 @@ type OAuthConfig struct {
 	// server that supports them; tried before the other registrations.
 	ClientMetadataURL string
 	// Enterprise, when set, gets tokens by enterprise-managed authorization
-	// (grant_enterprise.go) instead of Grant: from the person's sign-in at
+	// (EnterpriseConfig) instead of Grant: from the person's sign-in at
 	// the enterprise's identity provider.
 	Enterprise *EnterpriseConfig
 }
 
-// OAuthOptions configure the pool's OAuth. The zero value: tokens in
-// tokenstore.DefaultDir, nobody to ask.
+// OAuthOptions configure the pool's OAuth. The zero value: the tokens in
+// the default directory (see TokenDir), nobody to ask.
 type OAuthOptions struct {
-	// TokenDir holds the token files; empty: tokenstore.DefaultDir().
+	// TokenDir holds the token files, one 0600 file per (server URL,
+	// identity), as `switchboard login` writes them; empty:
+	// $SWITCHBOARD_TOKEN_DIR, else switchboard/tokens under
+	// os.UserConfigDir.
 	TokenDir string
 	// Interactive, when set, lets the pool run the authorization code flow:
 	// a person opens a URL and the browser comes back to RedirectURL.

@@ -38,16 +38,13 @@ type Options struct {
 	DialTimeout  time.Duration // bound on connect+initialize; default 30s
 	CloseTimeout time.Duration // bound on a background close; default 10s
 	ToolsTTL     time.Duration // tools/list cache lifetime; default 1m; negative: no cache
-	// Transport carries every HTTP request. Default: a transport of the
-	// pool's own, tuned for many concurrent calls to few hosts (see
-	// defaultTransport).
+	// Transport carries every HTTP request. Default: DefaultTransport(),
+	// shared by the process's pools and tuned for many concurrent calls to
+	// few hosts.
 	Transport http.RoundTripper
-	// HTTPClient is read for its Transport only.
-	//
-	// Deprecated: set Transport; HTTPClient.Transport is used when Transport
-	// is nil.
-	HTTPClient *http.Client
-	Logger     *slog.Logger // default: discard
+	Logger    *slog.Logger // default: discard
+	// ClientInfo is the name and version the pool gives in initialize,
+	// which servers log and may act on; default switchboard-pool.
 	ClientInfo *mcp.Implementation
 	// Notifications keeps every HTTP session's standalone GET stream open,
 	// so that the server's notifications (tools/list_changed, which drops
@@ -61,17 +58,13 @@ type Options struct {
 	// server as seen by one identity: two identities on one server have a
 	// cap each); waiting callers honour their contexts. Zero means no cap.
 	MaxConcurrentPerKey int
-	// MaxConcurrentPerServer is the old name of MaxConcurrentPerKey, used
-	// when that is zero.
-	//
-	// Deprecated: it always applied per key; set MaxConcurrentPerKey.
-	MaxConcurrentPerServer int
 	// TracerProvider makes the spans of requests, dials and
-	// re-initializations (trace.go); default the global provider,
+	// re-initializations; default the global provider,
 	// otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
-	// OAuth configures OAuth for HTTP servers (oauth.go); nil: stored
-	// tokens from tokenstore.DefaultDir, nobody to ask.
+	// OAuth configures OAuth for HTTP servers; nil: the tokens that
+	// `switchboard login` stored (see OAuthOptions.TokenDir), nobody to
+	// ask.
 	OAuth *OAuthOptions
 	// Elicit answers a server's elicitation/create (go-sdk fills in the
 	// schema's defaults, SEP-1034). nil: the pool does not offer
@@ -153,19 +146,12 @@ func New(opts *Options) *Pool {
 	if o.ToolsTTL == 0 {
 		o.ToolsTTL = time.Minute
 	}
-	if o.MaxConcurrentPerKey == 0 {
-		o.MaxConcurrentPerKey = o.MaxConcurrentPerServer
-	}
 	if o.ClientInfo == nil {
 		o.ClientInfo = &mcp.Implementation{Name: "switchboard-pool", Version: "0.1.0"}
 	}
-	switch {
-	case o.Transport != nil:
-		p.base = o.Transport
-	case o.HTTPClient != nil && o.HTTPClient.Transport != nil:
-		p.base = o.HTTPClient.Transport
-	default:
-		p.base = DefaultTransport
+	p.base = o.Transport
+	if p.base == nil {
+		p.base = defaultTransport
 	}
 	p.life, p.abort = context.WithCancel(context.Background())
 	p.tracer = newTracer(o.TracerProvider)
@@ -217,7 +203,7 @@ func (p *Pool) CallTool(ctx context.Context, srv *Server, params *mcp.CallToolPa
 // when it is fresh. The cache goes with the session, and is dropped on
 // notifications/tools/list_changed and after Options.ToolsTTL. A server
 // with more than 2,000 tools, or whose pages do not end, gets a KindRefused
-// error wrapping a *ListError (list.go).
+// error wrapping a *ListError.
 func (p *Pool) ListTools(ctx context.Context, srv *Server) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	err := p.do(ctx, srv, "tools/list", "", func(a *attempt, e *entry) error {
@@ -1190,10 +1176,14 @@ type Stats struct {
 	// go-sdk's known versions, a bounded set.
 	Protocols map[string]int `json:"protocols,omitempty"`
 
+	// InvalidationsByReason and ClosesByReason count sessions dropped and
+	// closed since the pool was created, one counter per reason (as
+	// database/sql's DBStats has one per close reason); the reasons are the
+	// pool's own, a bounded set, so they can be metric labels.
 	InvalidationsByReason map[string]int64 `json:"invalidations_by_reason"`
 	ClosesByReason        map[string]int64 `json:"closes_by_reason"`
 
-	// Idempotency (idempotency.go), for servers that advertise it.
+	// Idempotency (docs/IDEMPOTENCY.md), for servers that advertise it.
 	KeyedCalls   int64 `json:"keyed_calls"`   // tools/call sent with an idempotency key
 	KeyedRetries int64 `json:"keyed_retries"` // keyed calls sent again after a failure
 	Replays      int64 `json:"replays"`       // answers the server gave from its record
@@ -1204,14 +1194,21 @@ type Stats struct {
 
 var _ io.Closer = (*Pool)(nil)
 
-// DefaultTransport is the HTTP transport of every Pool whose Options give
-// none, shared as http.DefaultTransport is. It is a clone of
-// http.DefaultTransport that keeps more idle connections: that one keeps 2
-// per host, so with more concurrent calls to one server every call beyond
-// the second opened (and soon closed) a connection of its own. A pool talks
-// to few hosts with many concurrent calls, so this keeps 256 per host, 1,024
-// in all.
-var DefaultTransport http.RoundTripper = func() http.RoundTripper {
+// DefaultTransport returns the HTTP transport of every Pool whose Options
+// give none, shared as http.DefaultTransport is: a caller that needs to
+// drop the pools' idle connections (a server it knows restarted) calls
+// CloseIdleConnections on it. It is a func, not a variable, so that no
+// package can swap the transport under every pool of the process; set
+// Options.Transport instead.
+//
+// It is a clone of http.DefaultTransport that keeps more idle connections:
+// that one keeps 2 per host, so with more concurrent calls to one server
+// every call beyond the second opened (and soon closed) a connection of its
+// own. A pool talks to few hosts with many concurrent calls, so this keeps
+// 256 per host, 1,024 in all.
+func DefaultTransport() *http.Transport { return defaultTransport }
+
+var defaultTransport = func() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 256

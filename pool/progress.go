@@ -32,7 +32,7 @@ type progressKey struct{}
 // WithProgress returns a context under which CallTool asks the server for
 // progress notifications (it sets a progress token of its own) and passes
 // each one to fn as it arrives. fn must not block for long: it runs on the
-// session's notification path. It may be called for up to progressLinger
+// session's notification path. It may be called for up to two seconds
 // after CallTool returned, for notifications the server sent before its
 // answer.
 func WithProgress(ctx context.Context, fn func(*mcp.ProgressNotificationParams)) context.Context {
@@ -40,7 +40,7 @@ func WithProgress(ctx context.Context, fn func(*mcp.ProgressNotificationParams))
 }
 
 // progressLinger is how long a finished call's progress route keeps
-// routing.
+// routing (WithProgress documents it as two seconds).
 const progressLinger = 2 * time.Second
 
 type route struct {

@@ -47,7 +47,7 @@ type Server struct {
 	Identity string
 
 	// OAuth, when set, configures the server's OAuth beyond what discovery
-	// finds (oauth.go). Servers without it still get OAuth when they ask.
+	// finds (see OAuthOptions). Servers without it still get OAuth when they ask.
 	OAuth *OAuthConfig
 
 	// MaxResultBytes caps the bytes of one answer the pool reads: over

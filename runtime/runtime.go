@@ -88,7 +88,7 @@ type Options struct {
 	// MaxSteps overrides agent.json's max_steps.
 	MaxSteps int
 	// MaxToolResultBytes, MaxToolResultsBytes and MaxTools bound what a
-	// turn puts into the model's context (budget.go): one tool result's
+	// turn puts into the model's context: one tool result's
 	// text, all the tool results' text of one request, and the tools
 	// offered. Zero means agent.json's "context", else
 	// DefaultMaxToolResultBytes, DefaultMaxToolResultsBytes and

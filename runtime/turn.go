@@ -105,7 +105,7 @@ type Result struct {
 	// what it did with the rest.
 	ToolsLeftOut []ToolsLeftOut `json:"tools_left_out,omitempty"`
 	// Resumed: the run was cut off before (its process died, or it failed
-	// and was resumed by hand) and went on from its journal (journal.go):
+	// and was resumed by hand) and went on from its journal:
 	// ReplayedSteps model steps and ReplayedDelegations delegations were
 	// answered from the journal, not asked for again. Steps and
 	// Delegations count them too.

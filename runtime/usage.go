@@ -115,14 +115,15 @@ type StepUsage struct {
 	Replayed bool `json:"replayed,omitempty"`
 	// FinishReason is the answer's finish_reason ("stop", "tool_calls",
 	// "length"), and ToolCalls the tools it chose, by the names the model
-	// wrote, at most maxStepToolCalls of them (ToolCallsLeft more).
+	// wrote, at most 16 of them (ToolCallsLeft more).
 	FinishReason  string   `json:"finish_reason,omitempty"`
 	ToolCalls     []string `json:"tool_calls,omitempty"`
 	ToolCallsLeft int      `json:"tool_calls_left,omitempty"`
 }
 
-// maxStepToolCalls bounds the tool names one StepUsage lists: it travels
-// in every ask result, for the studio's waterfall.
+// maxStepToolCalls bounds the tool names one StepUsage lists (its
+// ToolCalls doc says 16): it travels in every ask result, for the studio's
+// waterfall.
 const maxStepToolCalls = 16
 
 // noteAnswer records in su what the step's answer chose.

@@ -35,7 +35,7 @@ type Options struct {
 	// DataDir holds packrat.db when there is no DatabaseURL.
 	DataDir string
 	// DatabaseURL, when set, is the PostgreSQL database every replica of
-	// the agent shares (store_pg.go), its tables in Schema (required with
+	// the agent shares, its tables in Schema (required with
 	// it: pgdb.SchemaFor(the agent's name)).
 	DatabaseURL, Schema string
 	Logger              *slog.Logger // nil discards

@@ -154,6 +154,9 @@ func TestPGKeyLock(t *testing.T) {
 // JSON-RPC internal error (not a tool answer), and once it is back the
 // pool reconnects and stores work again.
 func TestPGDatabaseLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips packrat's store across a PostgreSQL outage and restart; run it with go test -run '^TestPGDatabaseLost$' ./agents/packrat")
+	}
 	srv := pgtest.Start(t)
 	url := srv.NewDatabase(t)
 	server := mcp.NewServer(&mcp.Implementation{Name: "packrat", Version: "test"}, nil)

@@ -31,6 +31,9 @@ import (
 // not asked again; the note is stored once; only step 2 is asked again;
 // the caller gets the answer, marked resumed.
 func TestJournalReplicaResumesAfterSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips a replica resuming a SIGKILLed replica's run from the shared PostgreSQL journal; run it with go test -run '^TestJournalReplicaResumesAfterSIGKILL$' ./internal/agentcmd")
+	}
 	url := pgtest.Start(t).NewDatabase(t)
 
 	packrat := proctest.StartProcess(t, t.TempDir(), nil, readyTimeout, "switchboard agent ", switchboardBin,

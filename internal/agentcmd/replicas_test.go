@@ -84,6 +84,9 @@ func storeNote(t *testing.T, cs *mcp.ClientSession, text, key string) (stored, b
 // stored on both at once get ids unique across the replicas; each replica
 // lists the other's notes.
 func TestReplicasShareOneDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips two packrat replicas on one PostgreSQL database; run it with go test -run '^TestReplicasShareOneDatabase$' ./internal/agentcmd")
+	}
 	srv := pgtest.Start(t)
 	url := srv.NewDatabase(t)
 	var a, b *mcp.ClientSession

@@ -286,6 +286,9 @@ func textOf(res *mcp.CallToolResult) string {
 // TestDrainGraceEnds: a call that outlasts --shutdown-grace is cancelled at
 // its end; the caller gets CodeShuttingDown, and the process exits 0.
 func TestDrainGraceEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips a call outlasting --shutdown-grace, in both eras; run it with go test -run '^TestDrainGraceEnds$' ./internal/agentserver")
+	}
 	for _, era := range []string{pool.Protocol20251125, pool.Protocol20260728} {
 		t.Run(era, func(t *testing.T) {
 			r := newDrainRig(t, era, "--shutdown-grace", "1s")

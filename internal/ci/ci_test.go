@@ -90,6 +90,9 @@ func runCI(t *testing.T, fail string) (int, string, string) {
 // TestCIFailsWhenAStepFails: every step of the test command, and the
 // installs before it, fail CI; the run stops at the first failure.
 func TestCIFailsWhenAStepFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips .ci/run with a failing shim for each step; run it with go test -run '^TestCIFailsWhenAStepFails$' ./internal/ci")
+	}
 	for _, step := range []string{"vet", "staticcheck", "test", "embed-vet", "embed-test", "npm", "fuzz-broken"} {
 		t.Run(step, func(t *testing.T) {
 			code, out, calls := runCI(t, step)
@@ -107,6 +110,9 @@ func TestCIFailsWhenAStepFails(t *testing.T) {
 // step (so the failures above are the steps', not the shims'), and a new
 // input found by fuzzing is reported without failing the run.
 func TestCIPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips .ci/run with every step passing; run it with go test -run '^TestCIPasses$' ./internal/ci")
+	}
 	code, out, calls := runCI(t, "")
 	if code != 0 {
 		t.Fatalf(".ci/run exited %d with every step passing\noutput:\n%s", code, out)

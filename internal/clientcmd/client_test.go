@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,8 +189,8 @@ func TestRequestsAndBadInput(t *testing.T) {
 
 func TestRecoversAfterServerRestart(t *testing.T) {
 	ts := mcptest.NewServer(t, false)
-	// The client's pool uses pool.DefaultTransport; see mcptest.Server.Restart.
-	ts.OnStop(pool.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	// The client's pool uses pool.DefaultTransport(); see mcptest.Server.Restart.
+	ts.OnStop(pool.DefaultTransport().CloseIdleConnections)
 	s := start(t, "--config", writeConfig(t, map[string]string{"test": ts.URL()}))
 	s.send(`{"id":1,"server":"test","method":"tools/call","params":{"name":"echo","arguments":{"id":"a"}}}`)
 	if a := s.next(); a["error"] != nil {

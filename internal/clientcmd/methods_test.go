@@ -55,6 +55,9 @@ func startEverything(t *testing.T) string {
 // answer per id; a list answers every page under its own member; bad params
 // are input errors naming what was wrong, nothing sent).
 func TestEveryPoolMethod(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips every pool method of switchboard client against server-everything; run it with go test -run '^TestEveryPoolMethod$' ./internal/clientcmd")
+	}
 	cfg := writeConfig(t, map[string]string{"everything": startEverything(t)})
 	s := start(t, "--config", cfg)
 	s.send(

@@ -358,6 +358,9 @@ func TestSubscribeSIGTERM(t *testing.T) {
 // tools/call of that tool must reach the subscription's own session: the
 // pool has one per server.
 func TestSubscribeServerEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips resource subscriptions against server-everything, which updates every 5 s; run it with go test -run '^TestSubscribeServerEverything$' ./internal/clientcmd")
+	}
 	for _, tc := range []struct {
 		name   string
 		config func(t *testing.T) string

@@ -57,6 +57,9 @@ func needSuite(t *testing.T) (node, suite string) {
 // deadline and the suite's per-client timeout are raised together (a
 // scenario took up to 14 s of the 25 s the adapter had, under that load).
 func TestClientConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips the MCP conformance suite's client scenarios against the pool (minutes of Node processes); run it with go test -run '^TestClientConformance$' ./internal/conformance")
+	}
 	node, suite := needSuite(t)
 	adapter := filepath.Join(t.TempDir(), "adapter")
 	if out, err := exec.Command("go", "build", "-o", adapter, "./adapter").CombinedOutput(); err != nil {

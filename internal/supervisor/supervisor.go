@@ -99,6 +99,11 @@ type Agent struct {
 
 	ctl agentControl // restarts and stops asked for from the page (control.go)
 
+	// run, nil but in this package's tests, stands for runOnce: one run
+	// of the child, so that the restart loop can be tested without
+	// processes (supervisor_policy_test.go).
+	run func(ctx context.Context) (ranFor time.Duration, err error)
+
 	mu        sync.Mutex    // protects following fields
 	changed   chan struct{} // closed and replaced on every state change; see AwaitRunning
 	state     studioapi.State
@@ -137,9 +142,14 @@ func (a *Agent) Run(ctx context.Context) {
 		a.mu.Unlock()
 		a.markFirst()
 	}()
+	run := a.runOnce
+	if a.run != nil {
+		run = a.run
+	}
+	policy := a.cfg.policy()
 	failures := 0
 	for ctx.Err() == nil {
-		ranFor, err := a.runOnce(a.ctl.begin(ctx))
+		ranFor, err := run(a.ctl.begin(ctx))
 		if ctx.Err() != nil {
 			return
 		}
@@ -147,12 +157,9 @@ func (a *Agent) Run(ctx context.Context) {
 			failures = 0
 			continue
 		}
-		if ranFor >= a.cfg.HealthyAfter {
-			failures = 0
-		}
-		failures++
-		delay := backoff(failures, a.cfg.MinBackoff, a.cfg.MaxBackoff)
-		givenUp := failures >= studioapi.GiveUpAfter
+		var delay time.Duration
+		var givenUp bool
+		failures, delay, givenUp = policy.afterExit(failures, ranFor)
 		a.mu.Lock()
 		a.upstream, a.pid, a.failures = nil, 0, failures
 		a.lastErr, a.lastErrAt = err.Error(), time.Now()
@@ -221,15 +228,6 @@ func (c *agentControl) park() <-chan string {
 	return c.start
 }
 
-// backoff is lo·2^(n-1), capped at hi.
-func backoff(n int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 1; i < n && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
-}
-
 // runOnce starts the child and returns when it has exited, or when ctx is
 // done and the child has been stopped. ranFor is how long it was running
 // (listening); err says why it ended on its own.
@@ -273,16 +271,7 @@ func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 	// that escaped the group; don't let that hold Wait forever.
 	cmd.WaitDelay = childWaitDelay
 
-	a.mu.Lock()
-	// A retry stays "restarting" until it listens: "starting" for a moment
-	// every few seconds would hide that it keeps failing; the first start
-	// is "starting".
-	if a.state != studioapi.StateRestarting {
-		a.state = studioapi.StateStarting
-	}
-	a.changedLocked()
-	a.upstream, a.pid, a.lastLine = nil, 0, ""
-	a.mu.Unlock()
+	a.markStarting()
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("starting %s: %w", a.cfg.Executable, err)
 	}
@@ -305,12 +294,7 @@ func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 	defer start.Stop()
 	select {
 	case u := <-ready:
-		a.mu.Lock()
-		// Running again: the last exit is history, not the current error.
-		a.state, a.upstream, a.lastErr, a.nextStart = studioapi.StateRunning, u, "", time.Time{}
-		a.changedLocked()
-		a.mu.Unlock()
-		a.markFirst()
+		a.markRunning(u)
 		a.cfg.Logger.Info("agent running", "agent", name, "pid", pid, "upstream", u.String())
 	case err := <-exited:
 		killGroup(pid)
@@ -331,6 +315,41 @@ func (a *Agent) runOnce(ctx context.Context) (ranFor time.Duration, err error) {
 	case <-ctx.Done():
 		a.terminate(pid, exited)
 		return time.Since(readyAt), nil
+	}
+}
+
+// markStarting records that a run begins, before its process does.
+func (a *Agent) markStarting() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// A retry stays "restarting" until it listens: "starting" for a moment
+	// every few seconds would hide that it keeps failing; the first start
+	// is "starting".
+	if a.state != studioapi.StateRestarting {
+		a.state = studioapi.StateStarting
+	}
+	a.changedLocked()
+	a.upstream, a.pid, a.lastLine = nil, 0, ""
+}
+
+// markRunning records that the run's process listens at u.
+func (a *Agent) markRunning(u *url.URL) {
+	a.mu.Lock()
+	// Running again: the last exit is history, not the current error.
+	a.state, a.upstream, a.lastErr, a.nextStart = studioapi.StateRunning, u, "", time.Time{}
+	a.changedLocked()
+	a.mu.Unlock()
+	a.markFirst()
+}
+
+// unroute stops the proxy routing to the run's process, which is about to
+// be asked to end (see terminate).
+func (a *Agent) unroute() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.upstream != nil {
+		a.upstream = nil
+		a.changedLocked()
 	}
 }
 
@@ -364,12 +383,7 @@ func (a *Agent) grace() time.Duration {
 // held (AwaitRunning) until the next process listens, as across a restart,
 // or answered as down once the agent is stopped.
 func (a *Agent) terminate(pid int, exited <-chan error) {
-	a.mu.Lock()
-	if a.upstream != nil {
-		a.upstream = nil
-		a.changedLocked()
-	}
-	a.mu.Unlock()
+	a.unroute()
 	syscall.Kill(-pid, syscall.SIGTERM)
 	wait := a.grace() + a.cfg.StopTimeout
 	t := time.NewTimer(wait)

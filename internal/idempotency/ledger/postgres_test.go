@@ -227,6 +227,9 @@ func TestPostgresOwnerKilled(t *testing.T) {
 // the outage is still its own (still running, not interrupted, not run
 // again).
 func TestPostgresDatabaseLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips the ledger across a PostgreSQL outage and restart; run it with go test -run '^TestPostgresDatabaseLost$' ./internal/idempotency/ledger")
+	}
 	srv := pgtest.Start(t)
 	url := srv.NewDatabase(t)
 	b := backend{name: "postgres", place: func(*testing.T) string { return url }, open: openPG}
