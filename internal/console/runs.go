@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
@@ -148,6 +149,9 @@ func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
 		if st.Replayed {
 			sp.Marks = append(sp.Marks, spanMark{"replayed", "answered from the run's journal on resume, not asked again"})
 		}
+		if n := len(st.Truncated) + st.TruncatedLeft; n > 0 {
+			sp.Marks = append(sp.Marks, spanMark{"truncated", truncatedTitle(st)})
+		}
 		place(&sp, st.Start, st.DurationMS)
 		out = append(out, sp)
 	}
@@ -170,4 +174,17 @@ func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
 		out = append(out, sp)
 	}
 	return out
+}
+
+// truncatedTitle says which of a step's tool results the model was sent
+// cut, and how much of each it read.
+func truncatedTitle(st studioapi.StepUsage) string {
+	parts := make([]string, 0, len(st.Truncated)+1)
+	for _, tr := range st.Truncated {
+		parts = append(parts, fmt.Sprintf("%s (%s): %s of %s bytes", tr.Tool, tr.CallID, bytesText(tr.Sent), bytesText(tr.Original)))
+	}
+	if st.TruncatedLeft > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", st.TruncatedLeft))
+	}
+	return "the model was sent these results of this step's calls cut to the agent's context budget (context.max_tool_result_bytes, max_tool_results_bytes): " + strings.Join(parts, "; ")
 }

@@ -468,6 +468,20 @@ type StepUsage struct {
 	FinishReason  string   `json:"finish_reason,omitempty"`
 	ToolCalls     []string `json:"tool_calls,omitempty"`
 	ToolCallsLeft int      `json:"tool_calls_left,omitempty"`
+	// Truncated are the results of the step's tool calls that the model was
+	// sent cut to the agent's context budget (runtime.Truncated);
+	// TruncatedLeft more were cut and not listed.
+	Truncated     []Truncated `json:"truncated,omitempty"`
+	TruncatedLeft int         `json:"truncated_left,omitempty"`
+}
+
+// Truncated is a tool result the model was sent cut: Sent bytes of its
+// Original text (runtime.Truncated).
+type Truncated struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Sent     int    `json:"sent"`
+	Original int    `json:"original"`
 }
 
 // AgentCall is one tool call an ask's turn made, as the agent reported it
