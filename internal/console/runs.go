@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -108,7 +109,13 @@ type span struct {
 	FinishReason string
 	ToolCalls    []string
 	ToolsLeft    int
-	Message      string
+	// Truncated are the step's tool results sent cut; StepURL is where the
+	// page fetches the step's messages and response when it is opened
+	// (steps.go), empty when no journal can be asked (no run id).
+	Truncated     []studioapi.Truncated
+	TruncatedLeft int
+	StepURL       string
+	Message       string
 }
 
 // spanMark is a mark on a span's bar, with what it means.
@@ -136,7 +143,11 @@ func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
 	for _, st := range h.StepUsage {
 		sp := span{Kind: "step", Key: fmt.Sprintf("hop-%d-step-%d", h.ID, st.Step), Label: fmt.Sprintf("model step %d", st.Step),
 			Badge: cmp.Or(st.FinishReason, "no answer"), Tone: "model", Usage: st.Usage, RequestBytes: st.RequestBytes,
-			FinishReason: st.FinishReason, ToolCalls: st.ToolCalls, ToolsLeft: st.ToolCallsLeft}
+			FinishReason: st.FinishReason, ToolCalls: st.ToolCalls, ToolsLeft: st.ToolCallsLeft,
+			Truncated: st.Truncated, TruncatedLeft: st.TruncatedLeft}
+		if run := cmp.Or(h.TurnRun, h.RunID); ValidName(h.Agent) && ValidName(run) {
+			sp.StepURL = "/api/agents/" + url.PathEscape(h.Agent) + "/runs/" + url.PathEscape(run) + "/steps/" + strconv.Itoa(st.Step)
+		}
 		if st.FinishReason == "length" || st.FinishReason == "content_filter" {
 			sp.Tone = "notanswered"
 		}
@@ -181,7 +192,7 @@ func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
 func truncatedTitle(st studioapi.StepUsage) string {
 	parts := make([]string, 0, len(st.Truncated)+1)
 	for _, tr := range st.Truncated {
-		parts = append(parts, fmt.Sprintf("%s (%s): %s of %s bytes", tr.Tool, tr.CallID, bytesText(tr.Sent), bytesText(tr.Original)))
+		parts = append(parts, fmt.Sprintf("%s (%s): %s of %s", tr.Tool, tr.CallID, bytesText(tr.Sent), bytesText(tr.Original)))
 	}
 	if st.TruncatedLeft > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more", st.TruncatedLeft))

@@ -316,6 +316,10 @@ type Hop struct {
 	Calls     []AgentCall `json:"calls,omitempty"`
 	CallsLeft int         `json:"calls_left,omitempty"`
 	Resumed   bool        `json:"resumed,omitempty"`
+	// TurnRun is the run id an ask's turn names in its result (its
+	// structuredContent.run_id): the id its agent's journal knows the turn
+	// by, whose steps the agent shows (GET /runs/<id>/steps/<n>).
+	TurnRun string `json:"turn_run,omitempty"`
 }
 
 // RunSummary is one run in the list.
