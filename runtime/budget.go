@@ -140,11 +140,30 @@ type history struct {
 	msgs []toolMessage
 }
 
+// Truncated is a tool result the model was sent cut, to its own bound
+// (MaxToolResultBytes) or to its share of the request's
+// (MaxToolResultsBytes): Sent bytes of its Original text went to the model,
+// followed by a note of the cut. It is reported on the step that made the
+// call (StepUsage.Truncated), so that a person reading the run sees that the
+// model answered from part of the result, which the delegation's own record
+// (kept whole) does not show.
+type Truncated struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"` // as the turn called it (agent__tool)
+	Sent     int    `json:"sent"`
+	Original int    `json:"original"`
+}
+
+// maxStepTruncated bounds the cuts one StepUsage lists, as its tool calls
+// are (maxStepToolCalls): the rest are counted in TruncatedLeft.
+const maxStepTruncated = maxStepToolCalls
+
 // add appends results to req as tool messages, each cut to its share of
 // the budget, and leaves out the oldest earlier results as needed for the
 // request's tool text to fit. tools is what the turn offers, for the
-// paging hint.
-func (h *history) add(req *openai.ChatCompletionRequest, results []delegation.Result, tools *delegation.Toolbox) {
+// paging hint. It records each result it cut in su, the step that made
+// the calls.
+func (h *history) add(req *openai.ChatCompletionRequest, results []delegation.Result, tools *delegation.Toolbox, su *StepUsage) {
 	sizes := make([]int, len(results))
 	for i, r := range results {
 		sizes[i] = len(r.Content)
@@ -173,10 +192,23 @@ func (h *history) add(req *openai.ChatCompletionRequest, results []delegation.Re
 		shown := len(text)
 		if shown < len(r.Content) {
 			text += cutNote(len(r.Content), shown, tools, r.Name)
+			su.noteCut(Truncated{CallID: r.CallID, Tool: r.Name, Sent: shown, Original: len(r.Content)})
 		}
 		h.msgs = append(h.msgs, toolMessage{at: len(req.Messages), full: len(r.Content), shown: shown})
 		req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: r.CallID, Content: text})
 	}
+}
+
+// noteCut records a cut result, within maxStepTruncated.
+func (su *StepUsage) noteCut(t Truncated) {
+	if su == nil {
+		return
+	}
+	if len(su.Truncated) == maxStepTruncated {
+		su.TruncatedLeft++
+		return
+	}
+	su.Truncated = append(su.Truncated, t)
 }
 
 // trim leaves out the oldest tool results until at most half of the tool

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -119,6 +120,15 @@ func TestToolResultCapped(t *testing.T) {
 			if len(res.Delegations) != 1 || res.Delegations[0].Outcome != delegation.OutcomeOK || res.Status != runtime.StatusAnswered {
 				t.Errorf("delegations %+v, status %s", res.Delegations, res.Status)
 			}
+			// The cut is reported on the step that made the call, for the
+			// studio's run page and ask --json.
+			wantCut := []runtime.Truncated{{CallID: "c1", Tool: "archive__read", Sent: runtime.DefaultMaxToolResultBytes - 1, Original: len(full)}}
+			if !tc.capped {
+				wantCut = nil
+			}
+			if g := res.StepUsage[0].Truncated; !reflect.DeepEqual(g, wantCut) || len(res.StepUsage[1].Truncated) != 0 {
+				t.Errorf("step 1 truncated %+v, step 2 %+v; want %+v on step 1 only", g, res.StepUsage[1].Truncated, wantCut)
+			}
 			if !tc.capped {
 				if got != full || len(bodies[1]) < 1<<20 {
 					t.Errorf("uncapped: tool message of %d bytes, request of %d; want the whole result", len(got), len(bodies[1]))
@@ -156,7 +166,8 @@ func TestToolResultsShareTheRequest(t *testing.T) {
 		answer("done"),
 	)
 	a := newAgent(t, oracle(e.URL, srv), &runtime.Options{MaxToolResultsBytes: total})
-	if _, err := a.Run(t.Context(), "read them", chain); err != nil {
+	res, err := a.Run(t.Context(), "read them", chain)
+	if err != nil {
 		t.Fatal(err)
 	}
 	bodies := e.Bodies()
@@ -175,6 +186,12 @@ func TestToolResultsShareTheRequest(t *testing.T) {
 	// a cut inside an é backs up.
 	if half := (total - 11) / 2; step2["b"] != bigText(11) || a1 < half-1 || a1 > half+1 || c1 < half-1 || c1 > half+1 || a1+c1+11 > total {
 		t.Errorf("step 2: a %d, b %q, c %d bytes; want about %d, the whole small one, about %d", a1, step2["b"], c1, half, half)
+	}
+	// The two large results were cut to their share, the small one not:
+	// step 1 says so, with what was sent of each.
+	if cuts := res.StepUsage[0].Truncated; len(cuts) != 2 || cuts[0].CallID != "a" || cuts[0].Sent != a1 || cuts[0].Original != 100000 ||
+		cuts[1].CallID != "c" || cuts[1].Sent != c1 || cuts[1].Original != 100000 || len(res.StepUsage[1].Truncated) != 0 {
+		t.Errorf("truncated: step 1 %+v, step 2 %+v; want a (%d of 100000) and c (%d of 100000) on step 1", cuts, res.StepUsage[1].Truncated, a1, c1)
 	}
 	step3 := toolContents(t, bodies[2])
 	leftOut := "[switchboard: this result (100,000 bytes) was left out here to fit the model's context; call the tool again if you need it]"

@@ -250,6 +250,9 @@ type turnJournal struct {
 	steps   map[int]JournalStep
 	dels    map[[2]string]JournalDelegation // (step, call id)
 	fp      fingerprinter
+	// view, when set, is a JournaledStep's: nothing is asked or run, and
+	// the turn ends at the step it looks for (stepview.go).
+	view *stepView
 }
 
 func newTurnJournal(j Journal) *turnJournal {
@@ -292,7 +295,15 @@ func (a *Agent) step(ctx context.Context, tj *turnJournal, req *openai.ChatCompl
 		if fp, err = tj.fp.fingerprint(req); err != nil {
 			return resp, false, fmt.Errorf("%w: agent %q, step %d: fingerprint of the request: %w", ErrJournal, a.def.Name, n, err)
 		}
-		if st, ok := tj.steps[n]; ok {
+		st, ok := tj.steps[n]
+		if !ok && tj.view != nil {
+			return resp, false, fmt.Errorf("agent %q: step %d: %w", a.def.Name, n, ErrStepNotJournaled)
+		}
+		if ok && st.Fingerprint != fp && tj.view != nil {
+			// Shown all the same, said to be rebuilt, not as sent.
+			tj.view.exact, st.Fingerprint = false, fp
+		}
+		if ok {
 			if st.Fingerprint != fp {
 				return resp, false, fmt.Errorf("%w: agent %q, step %d: the request rebuilt from the journal is not the one journaled (the agent's tools, instructions or model changed since); the journaled response does not answer it, so the run is not resumed",
 					ErrResumeDiverged, a.def.Name, n)
@@ -306,6 +317,9 @@ func (a *Agent) step(ctx context.Context, tj *turnJournal, req *openai.ChatCompl
 				// The first attempt left the oldest tool results out to fit
 				// the model's context, and later requests were built on that.
 				hist.trim(req)
+			}
+			if err := tj.viewStep(n, req, resp, *su); err != nil {
+				return resp, true, err
 			}
 			return resp, true, nil
 		}
@@ -344,6 +358,9 @@ func (a *Agent) step(ctx context.Context, tj *turnJournal, req *openai.ChatCompl
 func (a *Agent) delegate(ctx context.Context, exec *delegation.Executor, tj *turnJournal, runID string, res *Result, calls []delegation.Call) ([]delegation.Result, error) {
 	if tj == nil {
 		return exec.Run(ctx, calls), nil
+	}
+	if err := tj.viewCalls(res.Steps, calls); err != nil {
+		return nil, err
 	}
 	results := make([]delegation.Result, len(calls))
 	errs := make([]error, len(calls))

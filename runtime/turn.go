@@ -346,7 +346,7 @@ func (a *Agent) run(ctx context.Context, task string, chain delegation.Chain, re
 			}
 			continue
 		}
-		hist.add(&req, results, tools)
+		hist.add(&req, results, tools, su)
 	}
 	res.Status = StatusNotAnswered
 	res.Reason = fmt.Sprintf("not answered: the model made %d steps, each calling tools, without a final answer (max_steps)", maxSteps)

@@ -119,6 +119,11 @@ type StepUsage struct {
 	FinishReason  string   `json:"finish_reason,omitempty"`
 	ToolCalls     []string `json:"tool_calls,omitempty"`
 	ToolCallsLeft int      `json:"tool_calls_left,omitempty"`
+	// Truncated lists the results of this step's tool calls that the model
+	// was sent cut (budget.go), at most maxStepTruncated of them
+	// (TruncatedLeft more).
+	Truncated     []Truncated `json:"truncated,omitempty"`
+	TruncatedLeft int         `json:"truncated_left,omitempty"`
 }
 
 // maxStepToolCalls bounds the tool names one StepUsage lists (its

@@ -1,6 +1,6 @@
 package agentserver
 
-// GET /runs and /runs/<id>: the run journal, read through the agent that
+// GET /runs, /runs/<id> and /runs/<id>/steps/<n> (steps.go): the run journal, read through the agent that
 // owns it (a data directory belongs to one process), for a person who
 // wants to know what may be resumed (switchboard runs, status, the
 // console). Plain HTTP beside /healthz and /readyz rather than an MCP tool:
@@ -36,7 +36,8 @@ const (
 // resumableStates are the states a resume goes on from.
 var resumableStates = []journal.State{journal.StateInterrupted, journal.StateFailed}
 
-// RunsHandler serves GET /runs and GET /runs/<id>, mounted at /runs/ and
+// RunsHandler serves GET /runs, GET /runs/<id> and GET
+// /runs/<id>/steps/<n>, mounted at /runs/ and
 // /runs by Serve.
 func (s *Server) RunsHandler() http.Handler {
 	return mcphttp.Guard(s.token, http.HandlerFunc(s.serveRuns))
@@ -50,6 +51,10 @@ func (s *Server) serveRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	cred := credentialOf(r.Header.Get("Authorization"))
 	if id, ok := strings.CutPrefix(r.URL.Path, "/runs/"); ok {
+		if id, n, ok := strings.Cut(id, "/steps/"); ok {
+			s.serveStep(w, r, id, n, cred)
+			return
+		}
 		run, err := s.journalRun(r.Context(), id, cred)
 		switch {
 		case errors.Is(err, journal.ErrNotFound):

@@ -6,6 +6,7 @@ package console
 //	GET  /api/agents/<name>/runs               the agent's journaled runs (?state= &limit=), its GET /runs
 //	GET  /api/agents/<name>/runs/<id>          one of them
 //	POST /api/agents/<name>/runs/<id>/resume   resume it through the agent's ask, and answer what it answered
+//	GET  /api/agents/<name>/runs/<id>/steps/<n> a model step's messages and response (the agent rebuilds them; steps.go)
 //
 // The agent owns its journal, so each is read from the agent, at its
 // address beside its /mcp, with the credential the studio's own calls to
@@ -166,6 +167,13 @@ func (s *Console) serveJournal(w http.ResponseWriter, r *http.Request, name, res
 		return
 	}
 	id, action, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	if n, ok := strings.CutPrefix(action, "steps/"); ok && ValidName(id) {
+		if !isGet(w, r, "is a model step of one of agent "+name+"'s journaled runs") {
+			return
+		}
+		s.serveStep(w, r, name, id, n)
+		return
+	}
 	if !ValidName(id) || (action != "" && action != "resume") {
 		NotFound(w, r.URL.EscapedPath())
 		return

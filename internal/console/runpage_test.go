@@ -111,7 +111,8 @@ func TestRunPageShowsTheModelAndEveryHop(t *testing.T) {
 			NameRepairs: []runtime.NameRepair{{Step: 1, CallID: "c2", From: "github.search_issues", To: "github__search_issues"}},
 			StepUsage: []runtime.StepUsage{
 				{Step: 1, Attempts: 1, Start: began, DurationMS: 1, FinishReason: "tool_calls", ToolCalls: []string{"packrat__ask", "github.search_issues", "fetch__get"},
-					Usage: runtime.Usage{Requests: 1, PromptTokens: 300, CompletionTokens: 20, CachedTokens: 100, TotalTokens: 320}},
+					Usage:     runtime.Usage{Requests: 1, PromptTokens: 300, CompletionTokens: 20, CachedTokens: 100, TotalTokens: 320},
+					Truncated: []runtime.Truncated{{CallID: "c3", Tool: "fetch__get", Sent: 65535, Original: 1 << 20}}},
 				{Step: 2, Attempts: 2, Start: now, DurationMS: 1, FinishReason: "stop", Usage: runtime.Usage{Requests: 1, PromptTokens: 400, CompletionTokens: 10, TotalTokens: 410}},
 			}}
 	}, func(ctx context.Context, studio, task string) *runtime.Result {
@@ -138,7 +139,12 @@ func TestRunPageShowsTheModelAndEveryHop(t *testing.T) {
 		`<span id="run-outcome" class="badge tone-notanswered">not answered</span>`,
 		`<dd>3 · 1 recovered</dd>`,
 		`<dd id="run-time">model 2.0 ms · tools`,
-		`<span class="span-name">model step 1</span> <span class="badge tone-model">tool_calls</span> <span class="mark tokens">320 tokens</span>`,
+		`<span class="span-name">model step 1</span> <span class="badge tone-model">tool_calls</span> <span class="mark" title="the model was sent these results of this step&#39;s calls cut to the agent&#39;s context budget (context.max_tool_result_bytes, max_tool_results_bytes): fetch__get (c3): 65.5 KB of 1048.6 KB">truncated</span> <span class="mark tokens">320 tokens</span>`,
+		`<li><code>fetch__get</code> (c3): 65.5 KB of 1048.6 KB</li>`,
+		// A step's messages and response are fetched from oracle's journal
+		// when it is opened; step 2's bar has no truncated mark.
+		`<div class="step-content" data-step-url="/api/agents/oracle/runs/R-hops/steps/1">`,
+		`<div class="step-content" data-step-url="/api/agents/oracle/runs/R-hops/steps/2">`,
 		`<code>packrat__ask</code>, <code>github.search_issues</code>, <code>fetch__get</code>`,
 		`<span class="span-name">model step 2</span> <span class="badge tone-model">stop</span> <span class="mark" title="the request was sent again after a failure that passes">2 attempts</span>`,
 		`<span class="span-name">github.search_issues</span> <span class="badge tone-ok">ok</span> <span class="mark" title="the model wrote github.search_issues; the agent routed it to this tool">repaired</span>`,
@@ -172,7 +178,8 @@ func TestRunPageEscapesServerStrings(t *testing.T) {
 		return &runtime.Result{Agent: "oracle", RunID: runID, Answer: "answer " + evil, Status: runtime.StatusDelegationFailed, Reason: "reason " + evil, Steps: 1,
 			Delegations: []delegation.Event{ev},
 			NameRepairs: []runtime.NameRepair{{CallID: "c1", From: "from" + evil}},
-			StepUsage:   []runtime.StepUsage{{Step: 1, Attempts: 1, Start: now, DurationMS: 1, FinishReason: "stop" + evil, ToolCalls: []string{"tool" + evil}}}}
+			StepUsage: []runtime.StepUsage{{Step: 1, Attempts: 1, Start: now, DurationMS: 1, FinishReason: "stop" + evil, ToolCalls: []string{"tool" + evil},
+				Truncated: []runtime.Truncated{{CallID: "c1" + evil, Tool: "t<i>ool" + evil, Sent: 10, Original: 20}}}}}
 	}, func(ctx context.Context, studio, task string) *runtime.Result {
 		return &runtime.Result{Agent: "packrat", RunID: runID, Answer: "packrat " + evil, Status: runtime.StatusAnswered, Steps: 1}
 	})

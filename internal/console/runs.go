@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-run/switchboard/internal/mcphttp"
@@ -107,7 +109,13 @@ type span struct {
 	FinishReason string
 	ToolCalls    []string
 	ToolsLeft    int
-	Message      string
+	// Truncated are the step's tool results sent cut; StepURL is where the
+	// page fetches the step's messages and response when it is opened
+	// (steps.go), empty when no journal can be asked (no run id).
+	Truncated     []studioapi.Truncated
+	TruncatedLeft int
+	StepURL       string
+	Message       string
 }
 
 // spanMark is a mark on a span's bar, with what it means.
@@ -135,7 +143,11 @@ func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
 	for _, st := range h.StepUsage {
 		sp := span{Kind: "step", Key: fmt.Sprintf("hop-%d-step-%d", h.ID, st.Step), Label: fmt.Sprintf("model step %d", st.Step),
 			Badge: cmp.Or(st.FinishReason, "no answer"), Tone: "model", Usage: st.Usage, RequestBytes: st.RequestBytes,
-			FinishReason: st.FinishReason, ToolCalls: st.ToolCalls, ToolsLeft: st.ToolCallsLeft}
+			FinishReason: st.FinishReason, ToolCalls: st.ToolCalls, ToolsLeft: st.ToolCallsLeft,
+			Truncated: st.Truncated, TruncatedLeft: st.TruncatedLeft}
+		if run := cmp.Or(h.TurnRun, h.RunID); ValidName(h.Agent) && ValidName(run) {
+			sp.StepURL = "/api/agents/" + url.PathEscape(h.Agent) + "/runs/" + url.PathEscape(run) + "/steps/" + strconv.Itoa(st.Step)
+		}
 		if st.FinishReason == "length" || st.FinishReason == "content_filter" {
 			sp.Tone = "notanswered"
 		}
@@ -147,6 +159,9 @@ func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
 		}
 		if st.Replayed {
 			sp.Marks = append(sp.Marks, spanMark{"replayed", "answered from the run's journal on resume, not asked again"})
+		}
+		if n := len(st.Truncated) + st.TruncatedLeft; n > 0 {
+			sp.Marks = append(sp.Marks, spanMark{"truncated", truncatedTitle(st)})
 		}
 		place(&sp, st.Start, st.DurationMS)
 		out = append(out, sp)
@@ -170,4 +185,17 @@ func hopSpans(h studioapi.Hop, start time.Time, scale float64) []span {
 		out = append(out, sp)
 	}
 	return out
+}
+
+// truncatedTitle says which of a step's tool results the model was sent
+// cut, and how much of each it read.
+func truncatedTitle(st studioapi.StepUsage) string {
+	parts := make([]string, 0, len(st.Truncated)+1)
+	for _, tr := range st.Truncated {
+		parts = append(parts, fmt.Sprintf("%s (%s): %s of %s", tr.Tool, tr.CallID, bytesText(tr.Sent), bytesText(tr.Original)))
+	}
+	if st.TruncatedLeft > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", st.TruncatedLeft))
+	}
+	return "the model was sent these results of this step's calls cut to the agent's context budget (context.max_tool_result_bytes, max_tool_results_bytes): " + strings.Join(parts, "; ")
 }

@@ -694,6 +694,7 @@ func (v *runView) hops(from, to int) []studioapi.Hop {
 			HeldMS: float64(c.rec.held) / float64(time.Millisecond), Replayed: c.rec.replayed,
 			Usage: c.rec.usage, NestedUsage: c.rec.nested, StepUsage: c.rec.stepUsage,
 			Reason: c.rec.reason, Calls: slices.Clone(c.rec.calls), CallsLeft: c.rec.callsLeft, Resumed: c.rec.resumed,
+			TurnRun: c.rec.turnRun,
 		}
 		h.Badge, h.Tone = badge(c.Delegation, &c.rec)
 		out = append(out, h)

@@ -87,6 +87,15 @@ func (u *turnUsage) steps() []studioapi.StepUsage {
 		for j, name := range st.ToolCalls {
 			st.ToolCalls[j] = Elide(Printable(name), 256)
 		}
+		if len(st.Truncated) > maxStepToolCalls {
+			st.TruncatedLeft += len(st.Truncated) - maxStepToolCalls
+			st.Truncated = st.Truncated[:maxStepToolCalls]
+		}
+		st.Truncated = slices.Clone(st.Truncated)
+		for j := range st.Truncated {
+			tr := &st.Truncated[j]
+			tr.CallID, tr.Tool = Elide(Printable(tr.CallID), 128), Elide(Printable(tr.Tool), 256)
+		}
 	}
 	return out
 }
@@ -102,6 +111,9 @@ func stepUsageBytes(steps []studioapi.StepUsage) int {
 		n += len(st.FinishReason)
 		for _, c := range st.ToolCalls {
 			n += len(c) + 16
+		}
+		for _, tr := range st.Truncated {
+			n += int(unsafe.Sizeof(tr)) + len(tr.CallID) + len(tr.Tool)
 		}
 	}
 	return n

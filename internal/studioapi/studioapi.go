@@ -316,6 +316,10 @@ type Hop struct {
 	Calls     []AgentCall `json:"calls,omitempty"`
 	CallsLeft int         `json:"calls_left,omitempty"`
 	Resumed   bool        `json:"resumed,omitempty"`
+	// TurnRun is the run id an ask's turn names in its result (its
+	// structuredContent.run_id): the id its agent's journal knows the turn
+	// by, whose steps the agent shows (GET /runs/<id>/steps/<n>).
+	TurnRun string `json:"turn_run,omitempty"`
 }
 
 // RunSummary is one run in the list.
@@ -468,6 +472,20 @@ type StepUsage struct {
 	FinishReason  string   `json:"finish_reason,omitempty"`
 	ToolCalls     []string `json:"tool_calls,omitempty"`
 	ToolCallsLeft int      `json:"tool_calls_left,omitempty"`
+	// Truncated are the results of the step's tool calls that the model was
+	// sent cut to the agent's context budget (runtime.Truncated);
+	// TruncatedLeft more were cut and not listed.
+	Truncated     []Truncated `json:"truncated,omitempty"`
+	TruncatedLeft int         `json:"truncated_left,omitempty"`
+}
+
+// Truncated is a tool result the model was sent cut: Sent bytes of its
+// Original text (runtime.Truncated).
+type Truncated struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Sent     int    `json:"sent"`
+	Original int    `json:"original"`
 }
 
 // AgentCall is one tool call an ask's turn made, as the agent reported it

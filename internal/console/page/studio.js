@@ -86,7 +86,74 @@
   function apply(html) {
     swap(html);
     if (body.dataset.page === "agent") charts();
+    // A step that was open is open again in the new rendering: show what
+    // was fetched for it, without asking the agent again.
+    document.querySelectorAll("details.span-step[open] .step-content[data-step-url]").forEach(loadStep);
   }
+
+  // A model step's messages and response are fetched when its bar is
+  // opened (the agent rebuilds them from its run journal), kept for the
+  // page's life, and built with textContent only: every string in them is
+  // the model's, a tool's or a person's.
+  const steps = new Map(); // step URL → its answer
+  function text(tag, s, cls) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    e.textContent = s;
+    return e;
+  }
+  function stepMessage(m, label) {
+    const role = String(m.role || "").replace(/[^a-z]/g, "");
+    const box = document.createElement("div");
+    box.className = "step-msg role-" + role;
+    let head = label + " · " + (m.role || "(no role)");
+    if (m.tool_call_id) head += " · answers " + m.tool_call_id;
+    if (m.cut) head += " · " + m.cut + " bytes cut";
+    box.appendChild(text("div", head, "msg-head"));
+    if (m.reasoning) box.appendChild(text("pre", m.reasoning, "msg-reasoning"));
+    if (m.content) box.appendChild(text("pre", m.content, "msg-text"));
+    (m.tool_calls || []).forEach(function (tc) {
+      box.appendChild(text("pre", "→ " + tc.name + " (" + tc.id + ") " + tc.arguments, "msg-call"));
+    });
+    return box;
+  }
+  function showStep(box, v) {
+    const parts = [];
+    let head = (v.messages || []).length + " messages sent, " + v.tools + " tools offered · run " + v.run + " (" + v.state + "), step " + v.step + " of " + v.steps + " journaled";
+    parts.push(text("p", head, "muted step-head"));
+    if (!v.exact) parts.push(text("p", v.note || "rebuilt from the journal, not exactly as sent", "failure step-note"));
+    (v.messages || []).forEach(function (m, i) { parts.push(stepMessage(m, "sent " + (i + 1))); });
+    parts.push(stepMessage(v.response || {}, "response" + (v.finish_reason ? " · finish reason " + v.finish_reason : "")));
+    if (v.left_out) parts.push(text("p", v.left_out + " bytes left out past what one step's answer holds", "muted"));
+    box.replaceChildren.apply(box, parts);
+    box.dataset.state = "shown";
+  }
+  function loadStep(box) {
+    if (box.dataset.state) return;
+    const url = box.dataset.stepUrl;
+    const had = steps.get(url);
+    if (had) { showStep(box, had); return; }
+    box.dataset.state = "loading";
+    box.replaceChildren(text("p", "reading the step from the agent's run journal…", "muted"));
+    fetch(url, { cache: "no-store" })
+      .then(function (r) {
+        return r.json().then(function (v) {
+          if (!r.ok) throw new Error(v.error || r.status + " " + r.statusText);
+          return v;
+        });
+      })
+      .then(function (v) { steps.set(url, v); showStep(box, v); })
+      .catch(function (err) {
+        box.replaceChildren(text("p", err.message, "failure step-error"));
+        box.dataset.state = "failed";
+      });
+  }
+  document.addEventListener("toggle", function (e) {
+    const d = e.target;
+    if (!d.open || !d.matches || !d.matches("details.span-step")) return;
+    const box = d.querySelector(".step-content[data-step-url]");
+    if (box) loadStep(box);
+  }, true);
 
   function fragmentURL() {
     const q = new URLSearchParams(location.search);
