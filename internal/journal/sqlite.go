@@ -253,10 +253,9 @@ func (s *sqliteStore) commit(ctx context.Context, ops []op) error {
 // foldLocked writes the pending ops into the tables in one transaction and
 // starts the segment's next generation. s.segMu is held.
 func (s *sqliteStore) foldLocked(ctx context.Context) error {
+	// Pending ops are folded even after an append failed (sg.err): they
+	// were appended whole before it.
 	sg := s.seg
-	if sg.err != nil {
-		return sg.err
-	}
 	if len(sg.pending) == 0 {
 		return nil
 	}
@@ -284,7 +283,7 @@ func (s *sqliteStore) settle(ctx context.Context, need func(*segment) bool) erro
 	}
 	s.segMu.Lock()
 	defer s.segMu.Unlock()
-	if len(s.seg.pending) == 0 && s.seg.err == nil || need != nil && !need(s.seg) {
+	if len(s.seg.pending) == 0 || need != nil && !need(s.seg) {
 		return nil
 	}
 	return s.foldLocked(ctx)
@@ -411,13 +410,21 @@ func (s *sqliteStore) get(ctx context.Context, q query) (storedInfo, error) {
 		return storedInfo{}, fmt.Errorf("run journal %s: looking up %v: %w", s.path, q, err)
 	}
 	si, err := s.getTable(ctx, q)
-	if err == nil && s.settle(ctx, func(sg *segment) bool { return sg.runs[si.ID] }) == nil {
-		// Unchanged unless it had pending ops (they are folded now).
-		if s.seg != nil {
-			si, err = s.getTable(ctx, q)
-		}
+	if err != nil || s.seg == nil {
+		return si, err
 	}
-	return si, err
+	// Found in the tables, with ops still pending (a run found by its key
+	// or run id whose start was folded): read again once they are folded.
+	s.segMu.Lock()
+	pending := s.seg.runs[si.ID]
+	s.segMu.Unlock()
+	if !pending {
+		return si, nil
+	}
+	if err := s.settle(ctx, nil); err != nil {
+		return storedInfo{}, fmt.Errorf("run journal %s: looking up %v: %w", s.path, q, err)
+	}
+	return s.getTable(ctx, q)
 }
 
 func (s *sqliteStore) getTable(ctx context.Context, q query) (storedInfo, error) {
