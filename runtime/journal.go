@@ -16,11 +16,15 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/sashabaranov/go-openai"
 	"github.com/switchboard-run/switchboard/delegation"
@@ -144,7 +148,26 @@ func journalFrom(ctx context.Context) Journal {
 // and the tools, which are all a model's answer depends on. Stream and
 // other transport settings are left out: they may differ between attempts
 // (an endpoint found to refuse streams) without changing the question.
+//
+// It is a hash chain, so that a turn's steps, whose messages only grow,
+// hash only what each step added (fingerprinter): the head hashes the
+// model and the tools, and each message is hashed with the hash of those
+// before it. So it is still a function of the whole request: a changed
+// earlier message changes it. Its "2:" prefix tells it from the
+// fingerprints journaled before the chain (requestFingerprintV1, the
+// SHA-256 of the request's JSON), which a resume still checks.
 func requestFingerprint(req *openai.ChatCompletionRequest) (string, error) {
+	var f fingerprinter
+	return f.fingerprint(req)
+}
+
+// fingerprintV2 is requestFingerprint's prefix.
+const fingerprintV2 = "2:"
+
+// requestFingerprintV1 is the fingerprint of the journals written before
+// requestFingerprint was a chain: a resume of one of those compares its
+// steps with it.
+func requestFingerprintV1(req *openai.ChatCompletionRequest) (string, error) {
 	b, err := json.Marshal(struct {
 		Model    string                         `json:"model"`
 		Messages []openai.ChatCompletionMessage `json:"messages"`
@@ -157,39 +180,84 @@ func requestFingerprint(req *openai.ChatCompletionRequest) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// same reports whether fp, journaled for a step, is the
+// fingerprint of req, in the version fp was written in.
+func (f *fingerprinter) same(fp, now string, req *openai.ChatCompletionRequest) (bool, error) {
+	if strings.HasPrefix(fp, fingerprintV2) {
+		return fp == now, nil
+	}
+	v1, err := requestFingerprintV1(req)
+	return fp == v1, err
+}
+
 // A fingerprinter computes requestFingerprint for the steps of one turn,
-// the same bytes hashed, without marshaling the tools again at every step:
-// they are the same slice for the whole turn (built once, in run), and for
-// an agent with many tools their schemas are most of the request.
+// hashing only what changed since the last step: the tools (the same slice
+// for the whole turn, built once in run; for an agent with many tools
+// their schemas are most of the request) and the model once, and then
+// each message once, as long as the earlier ones are as they were hashed.
+// One that changed (a tool result left out to fit the context) starts the
+// chain again from the head.
 type fingerprinter struct {
-	tools     []openai.Tool // the slice toolsJSON was marshaled from
-	toolsJSON []byte
+	tools     []openai.Tool // the slice head was hashed from
+	model     string
+	head      [sha256.Size]byte
+	hashed    []openai.ChatCompletionMessage // copies of the messages chain covers
+	chain     [sha256.Size]byte              // the hash of head and hashed
+	headValid bool
 }
 
 func (f *fingerprinter) fingerprint(req *openai.ChatCompletionRequest) (string, error) {
-	if f.toolsJSON == nil || !sameSlice(f.tools, req.Tools) {
-		b, err := json.Marshal(req.Tools)
+	if !f.headValid || !sameSlice(f.tools, req.Tools) || f.model != req.Model {
+		tools, err := json.Marshal(req.Tools)
 		if err != nil {
 			return "", err
 		}
-		f.tools, f.toolsJSON = req.Tools, b
+		model, err := json.Marshal(req.Model)
+		if err != nil {
+			return "", err
+		}
+		h := sha256.New()
+		h.Write([]byte("switchboard request fingerprint v2\x00"))
+		writeLenPrefixed(h, model)
+		writeLenPrefixed(h, tools)
+		h.Sum(f.head[:0])
+		f.tools, f.model, f.headValid = req.Tools, req.Model, true
+		f.hashed, f.chain = f.hashed[:0], f.head
 	}
-	model, err := json.Marshal(req.Model)
-	if err != nil {
-		return "", err
+	if len(req.Messages) < len(f.hashed) || !slices.EqualFunc(f.hashed, req.Messages[:len(f.hashed)], sameMessage) {
+		f.hashed, f.chain = f.hashed[:0], f.head
 	}
-	msgs, err := json.Marshal(req.Messages)
-	if err != nil {
-		return "", err
+	for _, m := range req.Messages[len(f.hashed):] {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return "", err
+		}
+		h := sha256.New()
+		h.Write(f.chain[:])
+		writeLenPrefixed(h, b)
+		h.Sum(f.chain[:0])
+		f.hashed = append(f.hashed, copyMessage(m))
 	}
-	// What json.Marshal writes for requestFingerprint's struct: each
-	// field's value is encoded as json.Marshal encodes it alone.
-	h := sha256.New()
-	for _, p := range [][]byte{[]byte(`{"model":`), model, []byte(`,"messages":`), msgs, []byte(`,"tools":`), f.toolsJSON, []byte(`}`)} {
-		h.Write(p)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return fingerprintV2 + hex.EncodeToString(f.chain[:]), nil
 }
+
+func writeLenPrefixed(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// copyMessage copies m deep enough that a later change of the request's
+// message (its slices' elements included) is seen by sameMessage.
+func copyMessage(m openai.ChatCompletionMessage) openai.ChatCompletionMessage {
+	m.MultiContent = slices.Clone(m.MultiContent)
+	m.ToolCalls = slices.Clone(m.ToolCalls)
+	return m
+}
+
+// sameMessage reports whether a, a copy the chain hashed, is still b.
+func sameMessage(a, b openai.ChatCompletionMessage) bool { return reflect.DeepEqual(a, b) }
 
 // sameSlice reports whether a and b are the same slice (not merely equal):
 // same array, same length, both nil or neither.
@@ -299,12 +367,16 @@ func (a *Agent) step(ctx context.Context, tj *turnJournal, req *openai.ChatCompl
 		if !ok && tj.view != nil {
 			return resp, false, fmt.Errorf("agent %q: step %d: %w", a.def.Name, n, ErrStepNotJournaled)
 		}
-		if ok && st.Fingerprint != fp && tj.view != nil {
-			// Shown all the same, said to be rebuilt, not as sent.
-			tj.view.exact, st.Fingerprint = false, fp
-		}
 		if ok {
-			if st.Fingerprint != fp {
+			same, err := tj.fp.same(st.Fingerprint, fp, req)
+			if err != nil {
+				return resp, false, fmt.Errorf("%w: agent %q, step %d: fingerprint of the request: %w", ErrJournal, a.def.Name, n, err)
+			}
+			if !same && tj.view != nil {
+				// Shown all the same, said to be rebuilt, not as sent.
+				tj.view.exact, same = false, true
+			}
+			if !same {
 				return resp, false, fmt.Errorf("%w: agent %q, step %d: the request rebuilt from the journal is not the one journaled (the agent's tools, instructions or model changed since); the journaled response does not answer it, so the run is not resumed",
 					ErrResumeDiverged, a.def.Name, n)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-run/switchboard/agents/abacus"
 	"github.com/switchboard-run/switchboard/delegation"
 	"github.com/switchboard-run/switchboard/internal/journal"
+	"github.com/switchboard-run/switchboard/internal/pgtest"
 	"github.com/switchboard-run/switchboard/pool"
 	"github.com/switchboard-run/switchboard/pool/mcpconfig"
 	"github.com/switchboard-run/switchboard/runtime"
@@ -25,7 +26,11 @@ import (
 // and runs the turn with it, as the agent server does for every ask,
 // against "bare", the same turn without; "power-loss-durable" is
 // "journaled" with journal.Options.PowerLossDurable (synchronous=FULL, an
-// fsync per commit). Cases as BenchmarkTurn's: "abacus" (two steps, one
+// fsync per commit); "append-log" and "append-log-power" are those two with
+// journal.Options.AppendLog (a batch is one append to the segment file,
+// folded into the tables later); "postgres" is the PostgreSQL journal on a
+// server of the benchmark's own (pgtest, durable: each commit flushed),
+// skipped where PostgreSQL is not installed. Cases as BenchmarkTurn's: "abacus" (two steps, one
 // delegation to the real abacus toolset over loopback MCP: the turn waits
 // for one commit, of the run's start and step 1, before the delegation;
 // the delegation, step 2 and the end ride in the writer's next commit) and
@@ -37,7 +42,7 @@ import (
 // per turn is what the others leave over, CPU per turn is what the turn
 // costs. Interleaved, with ratios:
 //
-//	go run ./internal/benchratio/rounds -n 7 -benchtime 0.5s -pkg ./runtime -bench Journal -variants journaled,power-loss-durable,bare |
+//	go run ./internal/benchratio/rounds -n 7 -benchtime 0.5s -pkg ./runtime -bench Journal -variants journaled,power-loss-durable,append-log,append-log-power,postgres,bare |
 //		go run ./internal/benchratio -baseline bare
 func BenchmarkJournal(b *testing.B) {
 	as := mcp.NewServer(&mcp.Implementation{Name: "abacus"}, nil)
@@ -53,7 +58,7 @@ func BenchmarkJournal(b *testing.B) {
 		{"abacus", "what is 6 times 7?", []*mcpconfig.Server{{Name: "abacus", Type: mcpconfig.TypeHTTP, URL: ts.URL}}},
 		{"no-tools", "hello", nil},
 	}
-	for _, variant := range []string{"journaled", "power-loss-durable", "bare"} {
+	for _, variant := range []string{"journaled", "power-loss-durable", "append-log", "append-log-power", "postgres", "bare"} {
 		for _, c := range cases {
 			b.Run(variant+"/"+c.name, func(b *testing.B) {
 				p := pool.New(nil)
@@ -65,11 +70,24 @@ func BenchmarkJournal(b *testing.B) {
 					b.Fatal(err)
 				}
 				var j *journal.Journal
-				if variant != "bare" {
-					j, err = journal.Open(filepath.Join(b.TempDir(), journal.File), &journal.Options{PowerLossDurable: variant == "power-loss-durable"})
-					if err != nil {
-						b.Fatal(err)
-					}
+				switch variant {
+				case "bare":
+				case "postgres":
+					// A server of its own, with PostgreSQL's durability
+					// defaults (a commit is flushed), on loopback; the
+					// variant is skipped where PostgreSQL is not installed.
+					url := pgtest.StartWith(b, &pgtest.Options{Durable: true}).NewDatabase(b)
+					j, err = journal.OpenPostgres(b.Context(), url, &journal.PostgresOptions{Schema: "oracle"})
+				default:
+					j, err = journal.Open(filepath.Join(b.TempDir(), journal.File), &journal.Options{
+						PowerLossDurable: variant == "power-loss-durable" || variant == "append-log-power",
+						AppendLog:        variant == "append-log" || variant == "append-log-power",
+					})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if j != nil {
 					b.Cleanup(func() { j.Close() })
 				}
 				b.ReportAllocs()

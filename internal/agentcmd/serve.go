@@ -31,6 +31,9 @@ the idempotency ledger, the run journal and packrat's notes live in that
 PostgreSQL database, shared by every replica of the agent; without it,
 SQLite files in the data directory. --journal-sync power makes the run
 journal's SQLite commits survive a power loss (docs/DURABILITY.md).
+--journal-log append (default $SWITCHBOARD_JOURNAL_LOG, else tables)
+commits them as appends to a segment file next to the journal, folded
+into its tables later: opt-in, for SQLite only (docs/DURABILITY.md §5).
 
 SSE streams are resumable (Last-Event-ID; events kept in memory, 4 MiB):
 set SWITCHBOARD_RESUMABLE_STREAMS=0 to turn that off.
@@ -77,6 +80,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	tokenEnv := fs.String("token-env", "", "the environment variable whose value is the bearer token every MCP request and /metrics must carry (Authorization: Bearer ...); a Kubernetes Secret goes there. Empty: no token (warned when listening beyond loopback)")
 	database := fs.String("database", "", "PostgreSQL URL (postgres://...) the agent's replicas share; default $"+pgdb.EnvURL+"; empty: SQLite in the data directory")
 	journalSync := fs.String("journal-sync", os.Getenv(agentserver.EnvJournalSync), "what a committed run journal entry survives: process (its death, the default) or power (a power loss too: an fsync per commit); default $"+agentserver.EnvJournalSync)
+	journalLog := fs.String("journal-log", os.Getenv(agentserver.EnvJournalLog), "how the SQLite run journal commits: tables (a transaction on its tables, the default) or append (an append to a segment file, folded into the tables later); default $"+agentserver.EnvJournalLog)
 	if code, ok := cli.Parse(fs, args, stdout, true); !ok {
 		return code
 	}
@@ -116,6 +120,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	journalOpts, err := agentserver.JournalOptions(*journalSync)
 	if bad == "" && err != nil {
 		bad = "--journal-sync: " + err.Error()
+	}
+	if bad == "" {
+		if journalOpts, err = agentserver.WithJournalLog(journalOpts, *journalLog); err != nil {
+			bad = "--journal-log: " + err.Error()
+		}
 	}
 	noContinuity, err := agentserver.NoContinuityFromEnv()
 	if bad == "" && err != nil {

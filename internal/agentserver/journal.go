@@ -246,6 +246,38 @@ func JournalOptions(sync string) (*journal.Options, error) {
 	return nil, fmt.Errorf("journal sync %q: %w", sync, errJournalSync)
 }
 
+// EnvJournalLog is the default of `agent serve --journal-log`, passed on
+// to the studio's agents the way EnvJournalSync is.
+const EnvJournalLog = "SWITCHBOARD_JOURNAL_LOG"
+
+// Values of --journal-log: how the SQLite journal commits a batch.
+const (
+	// JournalLogTables: a transaction on the journal's tables. The default.
+	JournalLogTables = "tables"
+	// JournalLogAppend: an append to a segment file, folded into the
+	// tables later (journal.Options.AppendLog, docs/DURABILITY.md §5).
+	// Opt-in while it is new; a PostgreSQL journal ignores it.
+	JournalLogAppend = "append"
+)
+
+// errJournalLog is the error for a --journal-log that is neither.
+var errJournalLog = errors.New(`want "tables" (the default: each commit is a transaction on the journal's tables) or "append" (each commit is an append to a segment file, folded into the tables later)`)
+
+// WithJournalLog sets opts' write path for a --journal-log value ("" is
+// the default) and returns opts. It is separate from JournalOptions so
+// each flag's error names that flag.
+func WithJournalLog(opts *journal.Options, log string) (*journal.Options, error) {
+	switch log {
+	case "", JournalLogTables:
+		opts.AppendLog = false
+	case JournalLogAppend:
+		opts.AppendLog = true
+	default:
+		return nil, fmt.Errorf("journal log %q: %w", log, errJournalLog)
+	}
+	return opts, nil
+}
+
 // cutJournal is an attempt's journal that leaves the run unended when
 // this process's shutdown cut it off: runtime.Run records every end, and
 // a cancelled turn ends resumable (failed), which is the one end a

@@ -137,6 +137,14 @@ type Options struct {
 	// (docs/DURABILITY.md §5 and §7 have both costs). On PostgreSQL
 	// durability is the server's (synchronous_commit).
 	PowerLossDurable bool
+	// AppendLog (SQLite) commits the writer's batches by appending them to
+	// a segment file next to the database (File+SegmentSuffix), one
+	// write(2) a batch (and an fsync with PowerLossDurable), and folds
+	// them into the tables later, many at once: before a read that could
+	// see them, past a few thousand ops, and on Close (segment.go). A
+	// journal opened without it folds what a segment left, then removes
+	// the segment.
+	AppendLog bool
 }
 
 func (o *Options) defaults() Options {

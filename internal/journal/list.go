@@ -126,6 +126,9 @@ func scanSummary(row interface{ Scan(...any) error }) (Summary, error) {
 }
 
 func (s *sqliteStore) summaries(ctx context.Context, f ListFilter) ([]Summary, error) {
+	if err := s.settle(ctx, nil); err != nil {
+		return nil, err
+	}
 	q, args := summaryQuery(f, "runs", "entries", func(int) string { return "?" })
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,12 +22,23 @@ import (
 type sqliteStore struct {
 	path string
 	w, r *sql.DB
+	// appendLog and power are Options.AppendLog and PowerLossDurable.
+	appendLog, power bool
 	// lastID numbers the runs: one process owns the file, and ids in
 	// order keep a batch's rows in the tables' last pages (a random id
 	// would dirty a page of its own per run).
 	lastID atomic.Int64
 
 	insRun, insEntry, updRun *sql.Stmt // on w
+
+	// segMu guards seg, the append-only log (segment.go); nil without
+	// Options.AppendLog. Held across a fold, which readers that need it
+	// wait for anyway; reads that need none only look at its maps.
+	segMu sync.Mutex
+	seg   *segment
+	// dieForTest: close leaves the segment unfolded, as the death of the
+	// process would.
+	dieForTest bool
 }
 
 const sqliteSchema = `
@@ -89,7 +101,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		sync = "FULL"
 	}
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")&_txlock=immediate"
-	st := &sqliteStore{path: path}
+	st := &sqliteStore{path: path, appendLog: o.AppendLog, power: o.PowerLossDurable}
 	if st.w, err = sql.Open("sqlite", dsn); err != nil {
 		return nil, fmt.Errorf("open run journal %s: %w", path, err)
 	}
@@ -125,6 +137,23 @@ func (s *sqliteStore) init(nowMs int64) error {
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO journal_meta (name, value) VALUES ('created_ms', ?) ON CONFLICT (name) DO NOTHING`, nowMs); err != nil {
 		return err
 	}
+	var err error
+	if s.insRun, err = s.w.PrepareContext(ctx, `INSERT INTO runs (id, run_id, idem_key, parent_key, credential, task, settings, sum, state, result, error, attempts, bytes, created_ms, updated_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`); err != nil {
+		return err
+	}
+	if s.insEntry, err = s.w.PrepareContext(ctx, `INSERT INTO entries (run, seq, kind, step, call_id, key, fingerprint, payload, sum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		return err
+	}
+	if s.updRun, err = s.w.PrepareContext(ctx, `UPDATE runs SET bytes = bytes + ?, updated_ms = ?,
+		state = coalesce(?, state), result = coalesce(?, result), error = coalesce(?, error) WHERE id = ?`); err != nil {
+		return err
+	}
+	// What a dead process appended and did not fold is in the tables
+	// before anything is read from them (or marked interrupted).
+	if err := s.recoverSegment(ctx); err != nil {
+		return err
+	}
 	// One process owns the file: whatever is running is a dead process's.
 	if _, err := s.w.ExecContext(ctx, `UPDATE runs SET state = ? WHERE state = ?`, StateInterrupted, StateRunning); err != nil {
 		return fmt.Errorf("mark the previous process's runs interrupted: %w", err)
@@ -134,17 +163,44 @@ func (s *sqliteStore) init(nowMs int64) error {
 		return err
 	}
 	s.lastID.Store(last)
-	var err error
-	if s.insRun, err = s.w.PrepareContext(ctx, `INSERT INTO runs (id, run_id, idem_key, parent_key, credential, task, settings, sum, state, result, error, attempts, bytes, created_ms, updated_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`); err != nil {
+	return nil
+}
+
+// recoverSegment folds what the segment holds that no fold committed, and
+// opens it for appending (Options.AppendLog), or removes it (a journal
+// opened without AppendLog after one with: its records are folded all the
+// same).
+func (s *sqliteStore) recoverSegment(ctx context.Context) error {
+	path := s.path + SegmentSuffix
+	if !s.appendLog {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
+	seg, sc, err := openSegment(path, s.power)
+	if err != nil {
 		return err
 	}
-	if s.insEntry, err = s.w.PrepareContext(ctx, `INSERT INTO entries (run, seq, kind, step, call_id, key, fingerprint, payload, sum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+	var folded int64
+	if err := s.w.QueryRowContext(ctx, `SELECT coalesce((SELECT value FROM journal_meta WHERE name = 'seg_folded'), 0)`).Scan(&folded); err != nil {
+		seg.f.Close()
 		return err
 	}
-	s.updRun, err = s.w.PrepareContext(ctx, `UPDATE runs SET bytes = bytes + ?, updated_ms = ?,
-		state = coalesce(?, state), result = coalesce(?, result), error = coalesce(?, error) WHERE id = ?`)
-	return err
+	if sc.gen != 0 && sc.gen != uint64(folded) && (len(sc.ops) > 0 || len(sc.broken) > 0) {
+		if err := s.commitTx(ctx, sc.ops, sc.gen, sc.broken); err != nil {
+			seg.f.Close()
+			return fmt.Errorf("folding the segment %s: %w", path, err)
+		}
+	}
+	if !s.appendLog {
+		return errors.Join(seg.f.Close(), os.Remove(path))
+	}
+	if err := seg.reset(max(sc.gen, uint64(folded)) + 1); err != nil {
+		seg.f.Close()
+		return err
+	}
+	s.seg = seg
+	return nil
 }
 
 func (s *sqliteStore) where() string { return s.path }
@@ -158,6 +214,84 @@ func (s *sqliteStore) created(ctx context.Context) (time.Time, error) {
 }
 
 func (s *sqliteStore) commit(ctx context.Context, ops []op) error {
+	if s.seg == nil {
+		return s.commitTx(ctx, ops, 0, nil)
+	}
+	s.segMu.Lock()
+	defer s.segMu.Unlock()
+	// A second run with a key already journaled is refused, as the
+	// tables' UNIQUE index refuses it without the segment: found only at
+	// the fold, it would fail every fold after.
+	for _, o := range ops {
+		if o.kind != opStart || o.start.Key == "" {
+			continue
+		}
+		dup := s.seg.keys[o.start.Key]
+		if !dup {
+			var n int
+			if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE idem_key = ?`, o.start.Key).Scan(&n); err != nil {
+				return err
+			}
+			dup = n > 0
+		}
+		if dup {
+			return fmt.Errorf("run #%d: a run with idempotency key %q is already journaled", o.id, o.start.Key)
+		}
+	}
+	if err := s.seg.append(ops); err != nil {
+		return err
+	}
+	if s.seg.due() {
+		// The batch is durable in the segment: a failed fold is not its
+		// failure. The ops stay pending, and the next read that needs
+		// them reports it.
+		_ = s.foldLocked(ctx)
+	}
+	return nil
+}
+
+// foldLocked writes the pending ops into the tables in one transaction and
+// starts the segment's next generation. s.segMu is held.
+func (s *sqliteStore) foldLocked(ctx context.Context) error {
+	// Pending ops are folded even after an append failed (sg.err): they
+	// were appended whole before it.
+	sg := s.seg
+	if len(sg.pending) == 0 {
+		return nil
+	}
+	if err := s.commitTx(ctx, sg.pending, sg.gen, nil); err != nil {
+		return fmt.Errorf("folding the segment %s: %w", sg.path, err)
+	}
+	gen := sg.gen
+	if err := sg.reset(gen + 1); err != nil {
+		// Folded, but still in a segment of a folded generation: what
+		// was appended after would be skipped by the next Open as folded.
+		// Nothing more is appended.
+		sg.pending, sg.pendingBytes = nil, 0
+		sg.runs, sg.keys, sg.runIDs = map[int64]bool{}, map[string]bool{}, map[string]bool{}
+		sg.err = fmt.Errorf("run journal segment %s: folded, but it could not be emptied: %w", sg.path, err)
+		return sg.err
+	}
+	return nil
+}
+
+// settle folds the pending ops before a read, when need says the read
+// could see them (nil: always).
+func (s *sqliteStore) settle(ctx context.Context, need func(*segment) bool) error {
+	if s.seg == nil {
+		return nil
+	}
+	s.segMu.Lock()
+	defer s.segMu.Unlock()
+	if len(s.seg.pending) == 0 || need != nil && !need(s.seg) {
+		return nil
+	}
+	return s.foldLocked(ctx)
+}
+
+// commitTx writes ops in one transaction; with gen, it records that
+// generation of the segment folded, and marks the runs broken broken.
+func (s *sqliteStore) commitTx(ctx context.Context, ops []op, gen uint64, broken []int64) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -185,6 +319,17 @@ func (s *sqliteStore) commit(ctx context.Context, ops []op) error {
 		return err
 	}); err != nil {
 		return err
+	}
+	for _, id := range broken {
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, error = ? WHERE id = ?`, StateBroken,
+			"an entry of it in the journal's segment does not match its CRC (altered or damaged on disk)", id); err != nil {
+			return err
+		}
+	}
+	if gen != 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO journal_meta (name, value) VALUES ('seg_folded', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`, int64(gen)); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }
@@ -250,6 +395,39 @@ func applyOps(ops []op, insRun func(op, runDelta) error, insEntry func(op) error
 const sqliteSelectRun = `SELECT id, run_id, idem_key, parent_key, credential, task, settings, sum, state, attempts, result, error, bytes, created_ms, updated_ms FROM runs `
 
 func (s *sqliteStore) get(ctx context.Context, q query) (storedInfo, error) {
+	// A read sees the segment's pending ops of the run it names: folded
+	// first, when the run has some.
+	need := func(sg *segment) bool {
+		switch {
+		case q.key != "":
+			return sg.keys[q.key]
+		case q.runID != "":
+			return sg.runIDs[q.runID]
+		}
+		return sg.runs[q.id]
+	}
+	if err := s.settle(ctx, need); err != nil {
+		return storedInfo{}, fmt.Errorf("run journal %s: looking up %v: %w", s.path, q, err)
+	}
+	si, err := s.getTable(ctx, q)
+	if err != nil || s.seg == nil {
+		return si, err
+	}
+	// Found in the tables, with ops still pending (a run found by its key
+	// or run id whose start was folded): read again once they are folded.
+	s.segMu.Lock()
+	pending := s.seg.runs[si.ID]
+	s.segMu.Unlock()
+	if !pending {
+		return si, nil
+	}
+	if err := s.settle(ctx, nil); err != nil {
+		return storedInfo{}, fmt.Errorf("run journal %s: looking up %v: %w", s.path, q, err)
+	}
+	return s.getTable(ctx, q)
+}
+
+func (s *sqliteStore) getTable(ctx context.Context, q query) (storedInfo, error) {
 	var row *sql.Row
 	switch {
 	case q.key != "":
@@ -287,6 +465,9 @@ func scanInfo(row interface{ Scan(...any) error }) (storedInfo, error) {
 }
 
 func (s *sqliteStore) entries(ctx context.Context, id int64) ([]entryRow, error) {
+	if err := s.settle(ctx, func(sg *segment) bool { return sg.runs[id] }); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT seq, kind, step, call_id, key, fingerprint, payload, sum FROM entries WHERE run = ? ORDER BY seq`, id)
 	if err != nil {
 		return nil, err
@@ -304,6 +485,9 @@ func (s *sqliteStore) entries(ctx context.Context, id int64) ([]entryRow, error)
 }
 
 func (s *sqliteStore) claim(ctx context.Context, id int64, nowMs int64) (bool, error) {
+	if err := s.settle(ctx, nil); err != nil {
+		return false, err
+	}
 	// Running, too: a run this process released without its end (the
 	// Journal has checked it is not claimed here).
 	res, err := s.w.ExecContext(ctx, `UPDATE runs SET state = ?, attempts = attempts + 1, updated_ms = ? WHERE id = ? AND state IN (?, ?, ?)`,
@@ -320,17 +504,26 @@ func (s *sqliteStore) claim(ctx context.Context, id int64, nowMs int64) (bool, e
 func (s *sqliteStore) live(context.Context, storedInfo) (bool, error) { return false, nil }
 
 func (s *sqliteStore) markBroken(ctx context.Context, id int64, why string, nowMs int64) error {
+	if err := s.settle(ctx, nil); err != nil {
+		return err
+	}
 	_, err := s.w.ExecContext(ctx, `UPDATE runs SET state = ?, error = ?, updated_ms = ? WHERE id = ?`, StateBroken, why, nowMs, id)
 	return err
 }
 
 func (s *sqliteStore) totals(ctx context.Context) (int64, int64, error) {
+	if err := s.settle(ctx, nil); err != nil {
+		return 0, 0, err
+	}
 	var runs, bytes int64
 	err := s.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(bytes), 0) FROM runs`).Scan(&runs, &bytes)
 	return runs, bytes, err
 }
 
 func (s *sqliteStore) evictOld(ctx context.Context, cutoffMs int64) error {
+	if err := s.settle(ctx, nil); err != nil {
+		return err
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -346,6 +539,9 @@ func (s *sqliteStore) evictOld(ctx context.Context, cutoffMs int64) error {
 }
 
 func (s *sqliteStore) evictEnded(ctx context.Context, maxRuns, maxBytes int64) (int64, int64, error) {
+	if err := s.settle(ctx, nil); err != nil {
+		return 0, 0, err
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, 0, err
@@ -382,6 +578,9 @@ func (s *sqliteStore) evictEnded(ctx context.Context, maxRuns, maxBytes int64) (
 }
 
 func (s *sqliteStore) list(ctx context.Context, limit int) ([]storedInfo, error) {
+	if err := s.settle(ctx, nil); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, sqliteSelectRun+`ORDER BY created_ms DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, err
@@ -400,6 +599,16 @@ func (s *sqliteStore) list(ctx context.Context, limit int) ([]storedInfo, error)
 
 func (s *sqliteStore) close() error {
 	var errs []error
+	if s.seg != nil {
+		// What is pending goes into the tables: the next Open, and
+		// another reader of the file, find it there.
+		s.segMu.Lock()
+		if !s.dieForTest {
+			errs = append(errs, s.foldLocked(context.Background()))
+		}
+		errs = append(errs, s.seg.f.Close())
+		s.segMu.Unlock()
+	}
 	for _, st := range []*sql.Stmt{s.insRun, s.insEntry, s.updRun} {
 		if st != nil {
 			errs = append(errs, st.Close())
