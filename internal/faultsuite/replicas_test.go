@@ -34,12 +34,15 @@ const (
 	partitionFor       = 3 * time.Second // the partition row's fault
 	// replicaRowCeiling bounds a row's burst: a generous ceiling, not a
 	// timing claim. Each call has 60 s (storeNotesUnderFaults); a call in
-	// flight across the partition can hang to that deadline and end
-	// outcome_unknown (seen once in a clean-clone run at load ~20: 1 of
-	// 120, the burst 66 s; most likely the replica's database connection,
-	// which the partition also cuts, held its query: not confirmed). The
-	// ceiling is that deadline plus the rest of a burst, so that only a
-	// call hung past its own deadline fails the row.
+	// flight across the partition was once seen to hang to that deadline
+	// and end outcome_unknown (a clean-clone run at load ~20: 1 of 120,
+	// the burst 66 s), most likely the replica's database connection,
+	// which the partition also cuts, holding its query: not confirmed.
+	// The agent's connections now bound that wait (internal/pgdb: TCP
+	// keepalive and TCP_USER_TIMEOUT at 10 s, and a 17 s deadline on an
+	// answer), so such a call fails typed in seconds; the ceiling stays
+	// the calls' deadline plus the rest of a burst, so that only a call
+	// hung past its own deadline fails the row.
 	replicaRowCeiling = 90 * time.Second
 )
 

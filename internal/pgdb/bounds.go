@@ -70,11 +70,14 @@ func (*noAnswerError) Temporary() bool { return false }
 // keepalive and TCP_USER_TIMEOUT bounding a dead peer to deadAfter, and
 // reads bounded to answer (none when answer is 0).
 func dialer(connectTimeout, deadAfter, answer time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	step := deadAfter / 4
+	// Whole seconds, rounded down (the kernel's unit; Go would round
+	// up): Idle + Count×Interval ≤ deadAfter.
+	step := max((deadAfter / 4).Truncate(time.Second), time.Second)
 	d := &net.Dialer{
 		Timeout: connectTimeout,
 		// The kernel probes an idle connection after Idle, every
-		// Interval, Count times: Idle + Count×Interval = deadAfter.
+		// Interval, Count times; TCP_USER_TIMEOUT caps the whole at
+		// deadAfter.
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: step, Interval: step, Count: 3},
 		Control: func(network, address string, c syscall.RawConn) error {
 			return setUserTimeout(c, deadAfter)
