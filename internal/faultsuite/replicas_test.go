@@ -112,10 +112,11 @@ var replicaRows = []struct {
 func TestReplicaHosts(t *testing.T) {
 	for _, r := range replicaRows {
 		n := max(r.replicas, 2)
-		name := fmt.Sprintf("%s/%s/%s", r.fault.name(), r.balancer.name, r.era)
+		fault := r.fault.name()
 		if n != 2 {
-			name += fmt.Sprintf("/%d-replicas", n)
+			fault += fmt.Sprintf("-%dreplicas", n) // -run 'TestReplicaHosts/3replicas' picks them
 		}
+		name := fmt.Sprintf("%s/%s/%s", fault, r.balancer.name, r.era)
 		t.Run(name, func(t *testing.T) {
 			if !r.ci && !*full {
 				t.Skip("full profile only (SWITCHBOARD_FAULTS=full)")
