@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-run/switchboard/internal/idempotency"
 	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
+	"github.com/switchboard-run/switchboard/internal/pgdb"
 )
 
 // store_note is a transactional tool in the sense of docs/IDEMPOTENCY.md:
@@ -54,8 +55,18 @@ func (s *store) Lookup(ctx context.Context, tool, key string) (*ledger.Record, e
 		ms      int64
 		result  []byte
 	)
-	err := s.lookup.QueryRowContext(ctx, callKeyPrefix+key, key).
-		Scan(&inRow, &id, &title, &text, &tags, &created, &rec.Fingerprint, &ms, &rec.Tool, &result)
+	scan := func(ctx context.Context) error {
+		return s.lookup.QueryRowContext(ctx, callKeyPrefix+key, key).
+			Scan(&inRow, &id, &title, &text, &tags, &created, &rec.Fingerprint, &ms, &rec.Tool, &result)
+	}
+	var err error
+	if s.pg != nil {
+		// A read: run again, while the database restarts, whatever
+		// broke it (pgdb.ReadRetryable).
+		err = pgdb.Retry(ctx, pgdb.ReadRetryable, scan)
+	} else {
+		err = scan(ctx)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

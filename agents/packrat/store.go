@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
 	"github.com/switchboard-run/switchboard/internal/idempotency/ledger"
+	"github.com/switchboard-run/switchboard/internal/pgdb"
 )
 
 // Limits on what one note may hold. They keep a confused model from filling
@@ -220,7 +221,7 @@ func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bo
 		return Note{}, false, err
 	}
 	for attempt := 1; ; attempt++ {
-		note, stored, err = s.putOnce(ctx, n, render)
+		note, stored, err = s.putWaiting(ctx, n, render)
 		// On PostgreSQL two replicas' transactions for one caller's key
 		// can both find it free; one insert then fails on the UNIQUE
 		// index, its transaction rolled back (nothing stored), and the
@@ -233,6 +234,31 @@ func (s *store) putRecorded(ctx context.Context, n newNote, render func(Note, bo
 
 // maxPutAttempts bounds putRecorded's retries after a unique violation.
 const maxPutAttempts = 3
+
+// putWaiting is putOnce, which on PostgreSQL waits out a database restart
+// (pgdb.Retry): a transaction that failed before its commit, because it
+// found no server or lost its connection, committed nothing and is run
+// again; a failed commit (errCommit) never is, its outcome being unknown.
+func (s *store) putWaiting(ctx context.Context, n newNote, render func(Note, bool) ([]byte, error)) (note Note, stored bool, err error) {
+	if s.pg == nil {
+		return s.putOnce(ctx, n, render)
+	}
+	err = pgdb.Retry(ctx, uncommitted, func(ctx context.Context) error {
+		note, stored, err = s.putOnce(ctx, n, render)
+		return err
+	})
+	return note, stored, err
+}
+
+// errCommit marks the error of a transaction's commit: whether it
+// committed is unknown.
+var errCommit = errors.New("commit failed")
+
+// uncommitted reports whether err, from a transaction of putOnce, means it
+// provably committed nothing and the database may be back soon.
+func uncommitted(err error) bool {
+	return !errors.Is(err, errCommit) && pgdb.ReadRetryable(err)
+}
 
 func (s *store) putOnce(ctx context.Context, n newNote, render func(Note, bool) ([]byte, error)) (note Note, stored bool, err error) {
 	tagsJSON, err := json.Marshal(append([]string{}, n.Tags...)) // "[]", never "null"
@@ -269,7 +295,7 @@ func (s *store) putOnce(ctx context.Context, n newNote, render func(Note, bool) 
 				return Note{}, false, err
 			}
 			if err := tx.Commit(); err != nil {
-				return Note{}, false, fmt.Errorf("store note: %w", err)
+				return Note{}, false, fmt.Errorf("store note: %w: %w", errCommit, err)
 			}
 			return old, false, nil
 		case !errors.Is(err, sql.ErrNoRows):
@@ -296,7 +322,7 @@ func (s *store) putOnce(ctx context.Context, n newNote, render func(Note, bool) 
 		return Note{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
-		return Note{}, false, fmt.Errorf("store note: %w", err)
+		return Note{}, false, fmt.Errorf("store note: %w: %w", errCommit, err)
 	}
 	return note, true, nil
 }

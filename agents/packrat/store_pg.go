@@ -3,10 +3,12 @@ package packrat
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql/driver"
 	"encoding/binary"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -89,12 +91,14 @@ func openPGStore(ctx context.Context, url, schema string) (*store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open packrat store: %w", err)
 	}
-	locks, err := pgdb.Open(ctx, url, pgdb.Options{Schema: schema, MaxConns: lockConns})
+	// The lock connections wait on purpose (for another replica's run of
+	// the key), under the guard's deadline: no statement timeout.
+	locks, err := pgdb.Open(ctx, url, pgdb.Options{Schema: schema, MaxConns: lockConns, StatementTimeout: -1})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open packrat store: %w", err)
 	}
-	st := &store{db: stdlib.OpenDBFromPool(pool), now: time.Now, dialect: pgDialect, pg: &pgStore{pool: pool, locks: locks}}
+	st := &store{db: stdlib.OpenDBFromPool(pool, stdlib.OptionResetSession(checkIdle)), now: time.Now, dialect: pgDialect, pg: &pgStore{pool: pool, locks: locks}}
 	if err := st.prepareLookup(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open packrat store: %w", err)
@@ -109,13 +113,24 @@ func (s *store) LockKey(ctx context.Context, key string) (func(), error) {
 	if s.pg == nil {
 		return func() {}, nil
 	}
-	conn, err := s.pg.locks.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("packrat: locking idempotency key: %w", err)
-	}
 	lock := keyLock(key)
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {
-		conn.Release()
+	var conn *pgxpool.Conn
+	// A session lock dies with its connection: a lock statement that
+	// failed on a broken connection holds nothing, and is tried again
+	// while the database restarts.
+	err := pgdb.Retry(ctx, pgdb.ReadRetryable, func(ctx context.Context) error {
+		c, err := s.pg.locks.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {
+			c.Release()
+			return err
+		}
+		conn = c
+		return nil
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("packrat: waiting for the call with this idempotency key on another replica: %w", ctx.Err())
 		}
@@ -136,4 +151,13 @@ var _ ledger.KeyLocker = (*store)(nil)
 func keyLock(key string) int64 {
 	sum := sha256.Sum256([]byte("switchboard packrat call\x00" + key))
 	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// checkIdle is the database/sql connections' reset: one the server ended
+// while idle (a restart) is discarded before a statement is sent on it.
+func checkIdle(_ context.Context, c *pgx.Conn) error {
+	if pgdb.CheckIdle(c) != nil {
+		return driver.ErrBadConn
+	}
+	return nil
 }

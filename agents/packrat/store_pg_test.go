@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -209,5 +210,25 @@ func TestPGManyKeyedAtOnce(t *testing.T) {
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUncommittedRetry: putWaiting runs a transaction again only when it
+// provably committed nothing: a connection refused, or one broken before
+// the commit; never after a failed commit, whose outcome is unknown.
+func TestUncommittedRetry(t *testing.T) {
+	broken := fmt.Errorf("store note: %w", io.ErrUnexpectedEOF)
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{broken, true},
+		{fmt.Errorf("store note: %w: %w", errCommit, io.ErrUnexpectedEOF), false},
+		{fmt.Errorf("store note: %w", context.DeadlineExceeded), false},
+		{errKeyConflict, false},
+	} {
+		if got := uncommitted(c.err); got != c.want {
+			t.Errorf("uncommitted(%v) = %v; want %v", c.err, got, c.want)
+		}
 	}
 }

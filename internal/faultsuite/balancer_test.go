@@ -83,7 +83,7 @@ type frontend struct {
 
 type balancer struct {
 	name  string
-	start func(t *testing.T, replicas [2]string) *frontend
+	start func(t *testing.T, replicas []string) *frontend
 }
 
 var balancers = []balancer{{"haproxy", startHAProxy}, {"nginx", startNginxExample}}
@@ -143,7 +143,7 @@ func needHAProxy(t *testing.T) string {
 var haproxyLine = regexp.MustCompile(`^\S+ \[[^\]]*\] \S+ (\S+)/(\S+) \S+ (-?\d+) \S+ (\S+) \S+/\S+/\S+/\S+/(\+?\d+) "(\S+) [^"]*" sid_in="([^"]*)" sid_out="([^"]*)"$`)
 
 // startHAProxy runs deploy/haproxy/haproxy.cfg in front of replicas.
-func startHAProxy(t *testing.T, replicas [2]string) *frontend {
+func startHAProxy(t *testing.T, replicas []string) *frontend {
 	t.Helper()
 	bin := needHAProxy(t)
 	dir := t.TempDir()
@@ -153,6 +153,7 @@ func startHAProxy(t *testing.T, replicas [2]string) *frontend {
 		{exampleReplica1, replicas[0]},
 		{exampleReplica2, replicas[1]},
 	}, map[string]int{exampleListen: 1, exampleReplica1: 1, exampleReplica2: 1})
+	conf = moreServers(conf, "server abacus2 "+replicas[1]+" check", "server abacus%d %s check", replicas)
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, conf, 0o600); err != nil {
 		t.Fatal(err)
@@ -164,7 +165,10 @@ func startHAProxy(t *testing.T, replicas [2]string) *frontend {
 	cmd := exec.Command(bin, "-db", "-f", path)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	startBalancerProcess(t, cmd, syscall.SIGUSR1, func() string { return "stderr:\n" + stderr.String() + "\nlog:\n" + stdout.String() })
-	names := map[string]int{"abacus1": 0, "abacus2": 1}
+	names := map[string]int{}
+	for i := range replicas {
+		names[fmt.Sprintf("abacus%d", i+1)] = i
+	}
 	f := &frontend{base: "http://127.0.0.1:" + strconv.Itoa(port), hits: func() []hit {
 		var hits []hit
 		for _, line := range strings.Split(stdout.String(), "\n") {
@@ -186,11 +190,33 @@ func startHAProxy(t *testing.T, replicas [2]string) *frontend {
 	return f
 }
 
+// moreServers adds, after the line of the example's second server (second,
+// as the config now reads), one line per replica past two, written by
+// format from the replica's number (from 1) and address: the examples
+// name two replicas, and the replica rows run three.
+func moreServers(conf []byte, second, format string, replicas []string) []byte {
+	if len(replicas) <= 2 {
+		return conf
+	}
+	i := bytes.Index(conf, []byte(second))
+	if i < 0 {
+		return conf // exampleConfig checked the placeholders; the caller's replicas then fail loudly
+	}
+	indent := conf[bytes.LastIndexByte(conf[:i], '\n')+1 : i]
+	var b bytes.Buffer
+	b.Write(conf[:i+len(second)])
+	for n := 2; n < len(replicas); n++ {
+		fmt.Fprintf(&b, "\n%s"+format, indent, n+1, replicas[n])
+	}
+	b.Write(conf[i+len(second):])
+	return b.Bytes()
+}
+
 // nginxLine is one line of the example's log_format.
 var nginxLine = regexp.MustCompile(`"(\S+) [^"]*" (\d+) upstream=(.*) upstream_status=(.*) rt=\S+ sid_in="([^"]*)" sid_out="([^"]*)"$`)
 
 // startNginxExample runs deploy/nginx/nginx.conf in front of replicas.
-func startNginxExample(t *testing.T, replicas [2]string) *frontend {
+func startNginxExample(t *testing.T, replicas []string) *frontend {
 	t.Helper()
 	bin := needNginx(t)
 	dir := t.TempDir()
@@ -208,6 +234,7 @@ func startNginxExample(t *testing.T, replicas [2]string) *frontend {
 		{"/var/log/nginx", filepath.Join(dir, "logs")},
 		{"/var/cache/nginx/switchboard", filepath.Join(dir, "cache")},
 	}, map[string]int{exampleListen: 1, exampleReplica1: 1, exampleReplica2: 1})
+	conf = moreServers(conf, "server "+replicas[1]+" max_fails=0;", "server %[3]s max_fails=0;", replicas)
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, conf, 0o600); err != nil {
 		t.Fatal(err)
@@ -224,7 +251,10 @@ func startNginxExample(t *testing.T, replicas [2]string) *frontend {
 		e, _ := os.ReadFile(errLog)
 		return "output:\n" + stderr.String() + "\nerror.log:\n" + string(e)
 	})
-	index := map[string]int{replicas[0]: 0, replicas[1]: 1}
+	index := map[string]int{}
+	for i, r := range replicas {
+		index[r] = i
+	}
 	f := &frontend{base: "http://127.0.0.1:" + strconv.Itoa(port), hits: func() []hit {
 		data, _ := os.ReadFile(accessLog) // absent until the first request
 		var hits []hit
@@ -383,7 +413,7 @@ func TestBalancerRoundRobin(t *testing.T) {
 	for _, b := range balancers {
 		t.Run(b.name, func(t *testing.T) {
 			_, addrs := startReplicas(t)
-			f := b.start(t, addrs)
+			f := b.start(t, addrs[:])
 			c := balancedClient(t, f, pool.Protocol20260728)
 			if failed := burst(t, c, balancedCalls, 1, nil); failed > 0 {
 				t.Fatalf("%d of %d calls failed", failed, balancedCalls)
@@ -417,7 +447,7 @@ func TestBalancerRoundRobin(t *testing.T) {
 // created it, and every call is answered on it.
 func TestBalancerStickySessions(t *testing.T) {
 	_, addrs := startReplicas(t)
-	f := startHAProxy(t, addrs)
+	f := startHAProxy(t, addrs[:])
 	c := balancedClient(t, f, pool.Protocol20251125)
 	if failed := burst(t, c, balancedCalls, 4, nil); failed > 0 {
 		t.Fatalf("%d of %d calls failed", failed, balancedCalls)
@@ -487,7 +517,7 @@ func TestBalancerReplicaKilled(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.b.name+"/"+r.era, func(t *testing.T) {
 			procs, addrs := startReplicas(t)
-			f := r.b.start(t, addrs)
+			f := r.b.start(t, addrs[:])
 			c := balancedClient(t, f, r.era)
 			killedAt := time.Time{}
 			failed := burst(t, c, balancedCalls*2, burstWindow, func(i int) {
@@ -571,7 +601,7 @@ func TestBalancerNeverResendsASentPost(t *testing.T) {
 				t.Cleanup(srv.Close)
 				return srv.Listener.Addr().String()
 			}
-			f := b.start(t, [2]string{replica(0), replica(1)})
+			f := b.start(t, []string{replica(0), replica(1)})
 			hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 			defer hc.CloseIdleConnections()
 			status := map[int]int{}

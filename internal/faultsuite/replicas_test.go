@@ -34,26 +34,30 @@ const (
 	partitionFor       = 3 * time.Second // the partition row's fault
 	// replicaRowCeiling bounds a row's burst: a generous ceiling, not a
 	// timing claim. Each call has 60 s (storeNotesUnderFaults); a call in
-	// flight across the partition can hang to that deadline and end
-	// outcome_unknown (seen once in a clean-clone run at load ~20: 1 of
-	// 120, the burst 66 s; most likely the replica's database connection,
-	// which the partition also cuts, held its query: not confirmed). The
-	// ceiling is that deadline plus the rest of a burst, so that only a
-	// call hung past its own deadline fails the row.
+	// flight across the partition was once seen to hang to that deadline
+	// and end outcome_unknown (a clean-clone run at load ~20: 1 of 120,
+	// the burst 66 s), most likely the replica's database connection,
+	// which the partition also cuts, holding its query: not confirmed.
+	// The agent's connections now bound that wait (internal/pgdb: TCP
+	// keepalive and TCP_USER_TIMEOUT at 10 s, and a 17 s deadline on an
+	// answer), so such a call fails typed in seconds; the ceiling stays
+	// the calls' deadline plus the rest of a burst, so that only a call
+	// hung past its own deadline fails the row.
 	replicaRowCeiling = 90 * time.Second
 )
 
 type replicaFault int
 
 const (
-	faultPartition replicaFault = iota + 1 // one replica's host cut off for partitionFor
-	faultPGRestart                         // PostgreSQL stopped and started again
-	faultSIGKILL                           // one replica killed with SIGKILL
+	faultPartition   replicaFault = iota + 1 // one replica's host cut off for partitionFor
+	faultPGRestart                           // PostgreSQL stopped and started again
+	faultSIGKILL                             // one replica killed with SIGKILL
+	faultDropAnswers                         // answers dropped after the tool ran (dropProxy)
 )
 
 // name is the fault's part of the subtest's name.
 func (f replicaFault) name() string {
-	return [...]string{"", "partition", "pg-restart", "sigkill"}[f]
+	return [...]string{"", "partition", "pg-restart", "sigkill", "drop-answers"}[f]
 }
 
 func (f replicaFault) String() string {
@@ -64,6 +68,8 @@ func (f replicaFault) String() string {
 		return "PostgreSQL restarted (fast shutdown, then start) mid-burst"
 	case faultSIGKILL:
 		return "one replica killed with SIGKILL mid-burst"
+	case faultDropAnswers:
+		return fmt.Sprintf("answers dropped after the tool ran (%d%% of calls' first answers, the connection reset)", dropPercent)
 	}
 	return "unknown fault"
 }
@@ -77,29 +83,46 @@ func (f replicaFault) String() string {
 // 120 calls ended outcome_unknown (0 executed twice). docs/FAULTS.md says
 // so; an operator who needs partitions survived puts haproxy (or nginx
 // Plus's health_check) in front.
+//
+// The three-replica rows and the dropped answers are full-profile rows:
+// each costs a namespace, a replica and a burst more, and CI's two rows
+// already run the rig.
 var replicaRows = []struct {
 	fault    replicaFault
 	balancer balancer
 	era      string
 	ci       bool
+	replicas int // 0: 2
 }{
-	{faultPartition, balancers[0], pool.Protocol20260728, true},
-	{faultSIGKILL, balancers[1], pool.Protocol20260728, true},
-	{faultPGRestart, balancers[0], pool.Protocol20260728, false},
-	{faultPartition, balancers[0], pool.Protocol20251125, false},
-	{faultSIGKILL, balancers[0], pool.Protocol20251125, false},
-	{faultPGRestart, balancers[1], pool.Protocol20260728, false},
+	{faultPartition, balancers[0], pool.Protocol20260728, true, 0},
+	{faultSIGKILL, balancers[1], pool.Protocol20260728, true, 0},
+	{faultPGRestart, balancers[0], pool.Protocol20260728, false, 0},
+	{faultPartition, balancers[0], pool.Protocol20251125, false, 0},
+	{faultSIGKILL, balancers[0], pool.Protocol20251125, false, 0},
+	{faultPGRestart, balancers[1], pool.Protocol20260728, false, 0},
+	{faultDropAnswers, balancers[0], pool.Protocol20260728, false, 0},
+	{faultDropAnswers, balancers[1], pool.Protocol20260728, false, 0},
+	{faultPartition, balancers[0], pool.Protocol20260728, false, 3},
+	{faultSIGKILL, balancers[0], pool.Protocol20260728, false, 3},
+	{faultPGRestart, balancers[1], pool.Protocol20260728, false, 3},
+	{faultDropAnswers, balancers[0], pool.Protocol20251125, false, 3},
 }
 
 // TestReplicaHosts runs the replica rows (see the top of this file).
 func TestReplicaHosts(t *testing.T) {
 	for _, r := range replicaRows {
-		t.Run(fmt.Sprintf("%s/%s/%s", r.fault.name(), r.balancer.name, r.era), func(t *testing.T) {
+		n := max(r.replicas, 2)
+		fault := r.fault.name()
+		if n != 2 {
+			fault += fmt.Sprintf("-%dreplicas", n) // -run 'TestReplicaHosts/3replicas' picks them
+		}
+		name := fmt.Sprintf("%s/%s/%s", fault, r.balancer.name, r.era)
+		t.Run(name, func(t *testing.T) {
 			if !r.ci && !*full {
 				t.Skip("full profile only (SWITCHBOARD_FAULTS=full)")
 			}
 			needNetns(t)
-			row := replicaRow(t, r.fault, r.balancer, r.era)
+			row := replicaRow(t, r.fault, r.balancer, r.era, n)
 			if row.Duplicates != 0 || row.Lost != 0 || row.Misreported != 0 {
 				t.Errorf("row %q: %d executed twice, %d lost, %d misreported; all must be 0", row.Fault, row.Duplicates, row.Lost, row.Misreported)
 			}
@@ -111,7 +134,7 @@ func TestReplicaHosts(t *testing.T) {
 	}
 }
 
-func replicaRow(t *testing.T, fault replicaFault, b balancer, era string) Row {
+func replicaRow(t *testing.T, fault replicaFault, b balancer, era string, n int) Row {
 	// A server per row, not pgtest.Shared: the restart row stops its own,
 	// and Shared's server would outlive the suite's goroutine check.
 	srv := pgtest.Start(t)
@@ -120,15 +143,25 @@ func replicaRow(t *testing.T, fault replicaFault, b balancer, era string) Row {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reps := startNSReplicas(t, 2, srv.Port(), func(hostPort string) string {
+	reps := startNSReplicas(t, n, srv.Port(), func(hostPort string) string {
 		v := *u
 		v.Host = hostPort
 		return v.String()
 	})
-	f := b.start(t, [2]string{reps[0].addr, reps[1].addr})
+	addrs := make([]string, n)
+	for i, r := range reps {
+		addrs[i] = r.addr
+	}
+	f := b.start(t, addrs)
+	base, via := f.base, b.name
+	var drops *dropProxy
+	if fault == faultDropAnswers {
+		drops = newDropProxy(t, f.base)
+		base, via = drops.url, "dropping proxy → "+b.name
+	}
 
 	pl := pooltest.New(t, &pool.Options{IdleTimeout: -1})
-	ps := &pool.Server{Name: "packrat", URL: f.base + "/mcp", ProtocolVersion: era}
+	ps := &pool.Server{Name: "packrat", URL: base + "/mcp", ProtocolVersion: era}
 
 	// The faults that take time run beside the burst, so that calls keep
 	// arriving while they last.
@@ -152,6 +185,8 @@ func replicaRow(t *testing.T, fault replicaFault, b balancer, era string) Row {
 				t.Fatal(err)
 			}
 			did = "replica 1 killed with SIGKILL, not restarted"
+		case faultDropAnswers:
+			// The proxy drops throughout the burst.
 		}
 	}
 	start := time.Now()
@@ -160,9 +195,12 @@ func replicaRow(t *testing.T, fault replicaFault, b balancer, era string) Row {
 	elapsed := time.Since(start)
 	st := pl.Stats()
 
+	if drops != nil {
+		did = fmt.Sprintf("the proxy in front of %s passed on %d tools/call POSTs and reset the connection after the replica's whole answer on %d of them", b.name, drops.calls.Load(), drops.dropped.Load())
+	}
 	execs := notesPerTag(t, srv.URL(u.Path[1:]))
-	ty := newIdemTally(fmt.Sprintf("%s (2 replicas on one PostgreSQL, each in its own network namespace; %d store_note calls, up to %d in flight; %s)", fault, replicaCalls, replicaConcurrency, era),
-		fmt.Sprintf("pool → %s → replica hosts → PostgreSQL", b.name))
+	ty := newIdemTally(fmt.Sprintf("%s (%d replicas on one PostgreSQL, each in its own network namespace; %d store_note calls, up to %d in flight; %s)", fault, n, replicaCalls, replicaConcurrency, era),
+		fmt.Sprintf("pool → %s → replica hosts → PostgreSQL", via))
 	unknown := 0
 	for _, r := range results {
 		ty.add(t, r.id, r.res, r.info, r.err, execs[r.id])

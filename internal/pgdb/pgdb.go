@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -77,6 +79,45 @@ type Options struct {
 	MaxConns int32
 	// AfterConnect runs on every new connection (after search_path is set).
 	AfterConnect func(context.Context, *pgx.Conn) error
+	// StatementTimeout bounds one statement: PostgreSQL's statement_timeout
+	// on every connection, and, a little longer, how long the client waits
+	// for an answer before it closes the connection with ErrNoAnswer
+	// (bounds.go). Zero means DefaultStatementTimeout; negative, no bound
+	// (for connections that wait on purpose, as on an advisory lock under
+	// the caller's deadline). A statement_timeout in the URL wins.
+	StatementTimeout time.Duration
+	// DeadAfter bounds how long a connection whose peer is gone goes
+	// unnoticed (TCP keepalive and TCP_USER_TIMEOUT). Zero means
+	// DefaultDeadAfter; at least 4 s.
+	DeadAfter time.Duration
+}
+
+// bounds applies o's bounds to cfg: the dialer, and the server's
+// statement_timeout unless the URL sets one.
+func (o Options) bounds(cfg *pgconn.Config) {
+	st := o.StatementTimeout
+	if st == 0 {
+		st = DefaultStatementTimeout
+	}
+	if v, ok := cfg.RuntimeParams["statement_timeout"]; ok {
+		// The URL's value (PostgreSQL's syntax: ms by default, or
+		// with a unit) is the server's; the client's bound follows it
+		// when it reads as a duration, and keeps st otherwise.
+		if d, err := parsePGDuration(v); err == nil {
+			st = d
+		}
+	} else if st > 0 {
+		cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(st.Milliseconds(), 10)
+	}
+	answer := time.Duration(0)
+	if st > 0 {
+		answer = st + answerMargin
+	}
+	dead := o.DeadAfter
+	if dead == 0 {
+		dead = DefaultDeadAfter
+	}
+	cfg.DialFunc = dialer(cfg.ConnectTimeout, max(dead, minDeadAfter), answer)
 }
 
 // Open opens a pool on the database at rawURL, creates o.Schema in it, and
@@ -96,6 +137,7 @@ func Open(ctx context.Context, rawURL string, o Options) (*pgxpool.Pool, error) 
 	}
 	where := Describe(cfg.ConnConfig)
 	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
+	o.bounds(&cfg.ConnConfig.Config)
 	cfg.MinConns = max(o.MinConns, 1)
 	if o.MaxConns > 0 && !strings.Contains(rawURL, "pool_max_conns") {
 		cfg.MaxConns = o.MaxConns
@@ -108,6 +150,13 @@ func Open(ctx context.Context, rawURL string, o Options) (*pgxpool.Pool, error) 
 	cfg.MaxConnIdleTime = 1<<63 - 1
 	if o.AfterConnect != nil {
 		cfg.AfterConnect = o.AfterConnect
+	}
+	// A connection the server ended while it sat in the pool (a restart)
+	// is discarded before a statement is sent on it, and the pool takes
+	// or makes another: the statement is then provably not run, and
+	// Retry may wait for the server (retry.go).
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+		return CheckIdle(c) == nil, nil
 	}
 	// pgx's connect errors (pgconn.ConnectError) name host, user and
 	// database, never the password, so they are passed on as they are.
@@ -157,6 +206,7 @@ func Ping(ctx context.Context, rawURL string) error {
 	if err != nil {
 		return fmt.Errorf("database URL cannot be parsed (check its host, port and parameters): %w", ErrScheme)
 	}
+	Options{}.bounds(&cfg.Config)
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	c, err := pgx.ConnectConfig(cctx, cfg)
@@ -215,3 +265,28 @@ func migrateLocked(ctx context.Context, conn *pgx.Conn, component string, migrat
 
 // ErrNewer: the database's schema was written by a newer Switchboard.
 var ErrNewer = errors.New("newer than this version understands")
+
+// parsePGDuration reads a statement_timeout value as PostgreSQL does for
+// the units a URL would carry: a bare number of milliseconds, or a number
+// with ms, s or min. 0 means none.
+func parsePGDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	unit := time.Millisecond
+	for _, u := range []struct {
+		suffix string
+		d      time.Duration
+	}{{"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, unit = strings.TrimSpace(strings.TrimSuffix(v, u.suffix)), u.d
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("statement_timeout %q: want milliseconds, or a number with ms, s or min", v)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return time.Duration(n) * unit, nil
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard-run/switchboard/internal/pgdb"
@@ -37,6 +38,11 @@ import (
 //     interrupted verdict another replica made meanwhile.
 //   - The eviction horizon lives in ledger_meta, one for all replicas;
 //     every claim reads it in the same statement.
+//   - While the database restarts, a statement that provably did not run
+//     (pgdb.NotRun: no connection, nothing sent) is tried again for at
+//     most pgdb.RestartWait; a read whatever broke it. A write whose
+//     connection broke after it was sent is not: its error stands, and
+//     the guard answers as for any failed ledger write.
 
 // ledgerComponent names the ledger's migrations in schema_version.
 const ledgerComponent = "idempotency_ledger"
@@ -135,11 +141,13 @@ func (s *pgStore) begin(ctx context.Context, r Record) (*Record, int64, error) {
 			inserted bool
 			horizon  int64
 		)
-		err := s.pool.QueryRow(ctx, `WITH claim AS (
+		err := pgdb.Retry(ctx, nil, func(ctx context.Context) error {
+			return s.pool.QueryRow(ctx, `WITH claim AS (
 				INSERT INTO calls (key, tool, fingerprint, state, incarnation, created_ms) VALUES ($1, $2, $3, $4, $5, $6)
 				ON CONFLICT (key) DO NOTHING RETURNING 1)
 			SELECT EXISTS (SELECT 1 FROM claim), COALESCE((SELECT value FROM ledger_meta WHERE name = 'horizon_ms'), 0)`,
-			r.Key, r.Tool, r.Fingerprint, string(StateRunning), r.Incarnation, r.Created.UnixMilli()).Scan(&inserted, &horizon)
+				r.Key, r.Tool, r.Fingerprint, string(StateRunning), r.Incarnation, r.Created.UnixMilli()).Scan(&inserted, &horizon)
+		})
 		if err != nil {
 			return nil, 0, fmt.Errorf("idempotency ledger: record key: %w: %w", pgdb.ErrUnavailable, err)
 		}
@@ -172,17 +180,7 @@ func (s *pgStore) begin(ctx context.Context, r Record) (*Record, int64, error) {
 // is, or nil if it is gone.
 func (s *pgStore) settle(ctx context.Context, rec *Record) (*Record, error) {
 	var gone bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, ownerLock(rec.Incarnation)).Scan(&gone); err != nil {
-			return err
-		}
-		if !gone {
-			return nil
-		}
-		_, err := tx.Exec(ctx, `UPDATE calls SET state = $1 WHERE key = $2 AND incarnation = $3 AND state = $4`,
-			string(StateInterrupted), rec.Key, rec.Incarnation, string(StateRunning))
-		return err
-	})
+	err := pgdb.Retry(ctx, nil, func(ctx context.Context) error { return s.settleOnce(ctx, rec, &gone) })
 	if err != nil {
 		return nil, fmt.Errorf("idempotency ledger: checking the owner of a running call: %w: %w", pgdb.ErrUnavailable, err)
 	}
@@ -193,9 +191,27 @@ func (s *pgStore) settle(ctx context.Context, rec *Record) (*Record, error) {
 	return s.get(ctx, rec.Key)
 }
 
+// settleOnce is settle's transaction; *gone says whether the owner was.
+func (s *pgStore) settleOnce(ctx context.Context, rec *Record, gone *bool) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, ownerLock(rec.Incarnation)).Scan(gone); err != nil {
+			return err
+		}
+		if !*gone {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `UPDATE calls SET state = $1 WHERE key = $2 AND incarnation = $3 AND state = $4`,
+			string(StateInterrupted), rec.Key, rec.Incarnation, string(StateRunning))
+		return err
+	})
+}
+
 func (s *pgStore) finish(ctx context.Context, key, incarnation string, result []byte) error {
-	_, err := s.pool.Exec(ctx, `UPDATE calls SET state = $1, result = $2 WHERE key = $3 AND incarnation = $4 AND state = $5`,
-		string(StateDone), result, key, incarnation, string(StateRunning))
+	err := pgdb.Retry(ctx, nil, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `UPDATE calls SET state = $1, result = $2 WHERE key = $3 AND incarnation = $4 AND state = $5`,
+			string(StateDone), result, key, incarnation, string(StateRunning))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("idempotency ledger: record the result: %w: %w", pgdb.ErrUnavailable, err)
 	}
@@ -203,7 +219,10 @@ func (s *pgStore) finish(ctx context.Context, key, incarnation string, result []
 }
 
 func (s *pgStore) abandon(ctx context.Context, key, incarnation string) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM calls WHERE key = $1 AND incarnation = $2 AND state = $3`, key, incarnation, string(StateRunning))
+	err := pgdb.Retry(ctx, nil, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `DELETE FROM calls WHERE key = $1 AND incarnation = $2 AND state = $3`, key, incarnation, string(StateRunning))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("idempotency ledger: forget key: %w: %w", pgdb.ErrUnavailable, err)
 	}
@@ -213,8 +232,13 @@ func (s *pgStore) abandon(ctx context.Context, key, incarnation string) error {
 // reclaim takes only a record begin already marked interrupted: a
 // running record of another incarnation may be a live replica's.
 func (s *pgStore) reclaim(ctx context.Context, key, incarnation string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE calls SET state = $1, incarnation = $2, result = NULL WHERE key = $3 AND state = $4`,
-		string(StateRunning), incarnation, key, string(StateInterrupted))
+	var tag pgconn.CommandTag
+	err := pgdb.Retry(ctx, nil, func(ctx context.Context) error {
+		var err error
+		tag, err = s.pool.Exec(ctx, `UPDATE calls SET state = $1, incarnation = $2, result = NULL WHERE key = $3 AND state = $4`,
+			string(StateRunning), incarnation, key, string(StateInterrupted))
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("idempotency ledger: take over an interrupted call: %w: %w", pgdb.ErrUnavailable, err)
 	}
@@ -222,7 +246,13 @@ func (s *pgStore) reclaim(ctx context.Context, key, incarnation string) (bool, e
 }
 
 func (s *pgStore) get(ctx context.Context, key string) (*Record, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx, pgSelectRecord, key))
+	var rec *Record
+	// A read: run again, while the database restarts, whatever broke it.
+	err := pgdb.Retry(ctx, pgdb.ReadRetryable, func(ctx context.Context) error {
+		var err error
+		rec, err = scanRecord(s.pool.QueryRow(ctx, pgSelectRecord, key))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
