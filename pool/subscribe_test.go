@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -350,6 +351,89 @@ func TestSubscribeGETRefused(t *testing.T) {
 	recv(t, es.sent, "the server's update")
 	if err := sub.UpdatesRefused(); !errors.Is(err, pool.ErrNoUpdateStream) || !strings.Contains(err.Error(), "HTTP 405") {
 		t.Fatalf("UpdatesRefused: %v, want ErrNoUpdateStream naming the 405", err)
+	}
+	if err := sub.Unsubscribe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSubscribeSessionlessEra: in the 2026-07-28 era (SEP-2575) there is
+// no session and no standalone GET stream; go-sdk v1.8.0 subscribes with
+// subscriptions/listen, a request whose own SSE answer stays open and
+// carries the updates. pool.Subscribe against a stateless go-sdk server,
+// the era negotiated (the Server unpinned): the subscription reaches the
+// server's SubscribeHandler, an update sent at once after the
+// subscription is acknowledged reaches the subscriber, with the listen's
+// subscription id, and nothing waits for a GET.
+func TestSubscribeSessionlessEra(t *testing.T) {
+	subscribed := make(chan string, 4)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sessionless", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			subscribed <- req.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	srv.AddResource(&mcp.Resource{URI: "test://a", Name: "a"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://a", Text: "x"}}}, nil
+	})
+	var gets atomic.Int32
+	versions := make(chan string, 64) // MCP-Protocol-Version of each POST
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet:
+			gets.Add(1)
+		case http.MethodPost:
+			select {
+			case versions <- r.Header.Get("Mcp-Protocol-Version"):
+			default:
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		// go-sdk v1.8.0's stateless listen handler ends only when a write
+		// to its stream fails (see its TestResourceSubscriptions_Streamable):
+		// drop the connections, then make it write.
+		ts.CloseClientConnections()
+		_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "test://a"})
+		ts.Close()
+	})
+	p := pool.New(&pool.Options{Notifications: true})
+	t.Cleanup(func() { p.Close() })
+
+	type update struct{ uri, id string }
+	updates := make(chan update, 16)
+	sub, err := p.Subscribe(t.Context(), &pool.Server{Name: "sessionless", URL: ts.URL}, "test://a", func(u *mcp.ResourceUpdatedNotificationParams) {
+		updates <- update{u.URI, fmt.Sprint(u.Meta[mcp.MetaKeySubscriptionID])}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, subscribed, "the server's SubscribeHandler"); got != "test://a" {
+		t.Fatalf("subscribed %q", got)
+	}
+	if err := srv.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: "test://a"}); err != nil {
+		t.Fatal(err)
+	}
+	got := recv(t, updates, "the update on the listen stream")
+	if got.uri != "test://a" || got.id == "" || got.id == "<nil>" {
+		t.Fatalf("update %+v, want test://a with the listen's subscription id", got)
+	}
+	if err := sub.UpdatesRefused(); err != nil {
+		t.Fatalf("UpdatesRefused: %v", err)
+	}
+	if n := gets.Load(); n != 0 {
+		t.Fatalf("%d GETs in the sessionless era, want none", n)
+	}
+	if len(versions) == 0 {
+		t.Fatal("no POST seen")
+	}
+	for len(versions) > 0 {
+		if v := <-versions; v != pool.Protocol20260728 {
+			t.Fatalf("a POST spoke %q, want %s throughout", v, pool.Protocol20260728)
+		}
 	}
 	if err := sub.Unsubscribe(t.Context()); err != nil {
 		t.Fatal(err)
