@@ -48,6 +48,10 @@ type sub struct {
 	out *writer
 
 	ps *pool.Subscription // nil while resources/subscribe is in flight; guarded by subscriptions.mu
+	// settled is closed once the subscribe's answer line is written, a
+	// result or an error: an unsubscribe sent while it was in flight waits
+	// for it, so that its answer comes after the subscribe's.
+	settled chan struct{}
 
 	mu      sync.Mutex // guards following fields; held while one of its lines is written
 	ready   bool       // the subscribe's answer is written
@@ -129,7 +133,7 @@ func (c *client) subscribe(ctx context.Context, req request, srv *pool.Server) a
 		ans.Error = aerr
 		return ans
 	}
-	s := &sub{id: req.ID, key: k, out: c.out}
+	s := &sub{id: req.ID, key: k, out: c.out, settled: make(chan struct{})}
 	c.subs.mu.Lock()
 	if c.subs.closed {
 		c.subs.mu.Unlock()
@@ -154,11 +158,18 @@ func (c *client) subscribe(ctx context.Context, req request, srv *pool.Server) a
 	if err != nil {
 		delete(c.subs.by, k)
 		ans.Error = poolError(err)
+		ans.around = func(write func()) {
+			write()
+			close(s.settled)
+		}
 		return ans
 	}
 	s.ps = ps
 	ans.Result = struct{}{}
-	ans.around = s.answer
+	ans.around = func(write func()) {
+		s.answer(write)
+		close(s.settled)
+	}
 	return ans
 }
 
@@ -172,19 +183,39 @@ func (c *client) unsubscribe(ctx context.Context, req request) answer {
 		ans.Error = aerr
 		return ans
 	}
-	c.subs.mu.Lock()
-	s, ok := c.subs.by[k]
-	switch {
-	case !ok:
+	var s *sub
+	for {
+		c.subs.mu.Lock()
+		var ok bool
+		s, ok = c.subs.by[k]
+		if !ok {
+			c.subs.mu.Unlock()
+			ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput,
+				Message: fmt.Sprintf("resources/unsubscribe: no subscription to %q on server %q", k.uri, k.server)}
+			return ans
+		}
+		settled := s.ps != nil
+		select {
+		case <-s.settled:
+		default:
+			settled = false
+		}
+		if settled {
+			break // with the lock held
+		}
+		// The subscribe is in flight, or answered and its line not yet
+		// written (a caller that writes both lines at once): wait for its
+		// answer line, then end what it made, so that the unsubscribe's
+		// answer comes after it. If it failed, there is no subscription
+		// to end, and the loop says so.
 		c.subs.mu.Unlock()
-		ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput,
-			Message: fmt.Sprintf("resources/unsubscribe: no subscription to %q on server %q", k.uri, k.server)}
-		return ans
-	case s.ps == nil:
-		c.subs.mu.Unlock()
-		ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput,
-			Message: fmt.Sprintf("resources/unsubscribe: the subscription to %q on server %q (request %s) is not answered yet; unsubscribe after its answer", k.uri, k.server, quoted(s.id))}
-		return ans
+		select {
+		case <-s.settled:
+		case <-ctx.Done():
+			ans.Error = &answerError{Code: codeTransport, Kind: pool.KindTransport.String(),
+				Message: fmt.Sprintf("resources/unsubscribe: not sent: waiting for the answer to the subscribe (request %s): %v", quoted(s.id), context.Cause(ctx))}
+			return ans
+		}
 	}
 	delete(c.subs.by, k)
 	c.subs.mu.Unlock()
