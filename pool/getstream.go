@@ -36,8 +36,8 @@ import (
 // stream open early, which is the behaviour the pool had before.
 
 // ErrNoUpdateStream says that the server refused the session's standalone
-// GET stream (405 Method Not Allowed, another 4xx, or an answer that is not
-// text/event-stream, which go-sdk also takes as a refusal): a session-era
+// GET stream (405 Method Not Allowed, or any answer but 200
+// text/event-stream, which go-sdk also gives up on): a session-era
 // server then has nowhere to send notifications/resources/updated, and a
 // subscription on that session gets none. See Subscription.UpdatesRefused.
 var ErrNoUpdateStream = errors.New("the server refused the session's standalone GET stream, where resource updates arrive")
@@ -145,13 +145,14 @@ func (t *streamTracker) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.s.setLocked(streamOpen, nil)
 		t.s.mu.Unlock()
 		resp.Body = &streamBody{ReadCloser: resp.Body, s: t.s, n: n}
-	case resp.StatusCode >= 400 && resp.StatusCode < 500 || resp.StatusCode < 300 && mediaType != "text/event-stream":
-		// go-sdk v1.8.0 gives the stream up for these (connectStandaloneSSE),
-		// and keeps the session: 405 is the spec's "no stream here", and it
-		// takes other 4xx and a non-SSE answer the same way.
+	default:
+		// go-sdk v1.8.0 gives the stream up for 405 (the spec's "no stream
+		// here"), any answer that is not text/event-stream, and other 4xx
+		// (connectStandaloneSSE), keeping the session; it fails the
+		// session for the rest. Either way no stream is coming: a waiter
+		// must not wait for one.
 		t.s.set(streamRefused, fmt.Errorf("%w (HTTP %d, Content-Type %q)", ErrNoUpdateStream, resp.StatusCode, resp.Header.Get("Content-Type")))
 	}
-	// Anything else (5xx) fails the session in go-sdk: the waiter sees it end.
 	return resp, err
 }
 
