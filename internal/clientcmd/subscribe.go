@@ -39,6 +39,60 @@ type subscriptions struct {
 	mu     sync.Mutex // guards following fields
 	by     map[subKey]*sub
 	closed bool // the client is ending: no new subscription
+	// reading holds, by key, the line numbers of the resources/subscribe
+	// lines read and not yet answered. Lines run concurrently, so an
+	// unsubscribe's may run before the subscribe's read just before it:
+	// the unsubscribe waits for those (earlierLocked).
+	reading map[subKey]map[int]struct{}
+	changed chan struct{} // closed, and replaced, when a line leaves reading
+}
+
+// read notes a resources/subscribe line, in the order lines are read,
+// before it is dispatched; done is called once its answer is written. For
+// any other line it does nothing.
+func (t *subscriptions) read(req request) (done func()) {
+	if req.Method != "resources/subscribe" || req.Server == "" {
+		return func() {}
+	}
+	k, aerr := subKeyOf(req.Method, req)
+	if aerr != nil {
+		return func() {}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reading == nil {
+		t.reading = make(map[subKey]map[int]struct{})
+	}
+	if t.reading[k] == nil {
+		t.reading[k] = make(map[int]struct{})
+	}
+	t.reading[k][req.line] = struct{}{}
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.reading[k], req.line)
+		if len(t.reading[k]) == 0 {
+			delete(t.reading, k)
+		}
+		if t.changed != nil {
+			close(t.changed)
+			t.changed = nil
+		}
+	}
+}
+
+// earlierLocked returns a channel to wait on if a subscribe of k read
+// before line is not answered yet, nil if none is.
+func (t *subscriptions) earlierLocked(k subKey, line int) <-chan struct{} {
+	for n := range t.reading[k] {
+		if n < line {
+			if t.changed == nil {
+				t.changed = make(chan struct{})
+			}
+			return t.changed
+		}
+	}
+	return nil
 }
 
 // A sub is one subscription and the state that orders its lines.
@@ -48,10 +102,6 @@ type sub struct {
 	out *writer
 
 	ps *pool.Subscription // nil while resources/subscribe is in flight; guarded by subscriptions.mu
-	// settled is closed once the subscribe's answer line is written, a
-	// result or an error: an unsubscribe sent while it was in flight waits
-	// for it, so that its answer comes after the subscribe's.
-	settled chan struct{}
 
 	mu      sync.Mutex // guards following fields; held while one of its lines is written
 	ready   bool       // the subscribe's answer is written
@@ -133,7 +183,7 @@ func (c *client) subscribe(ctx context.Context, req request, srv *pool.Server) a
 		ans.Error = aerr
 		return ans
 	}
-	s := &sub{id: req.ID, key: k, out: c.out, settled: make(chan struct{})}
+	s := &sub{id: req.ID, key: k, out: c.out}
 	c.subs.mu.Lock()
 	if c.subs.closed {
 		c.subs.mu.Unlock()
@@ -158,18 +208,11 @@ func (c *client) subscribe(ctx context.Context, req request, srv *pool.Server) a
 	if err != nil {
 		delete(c.subs.by, k)
 		ans.Error = poolError(err)
-		ans.around = func(write func()) {
-			write()
-			close(s.settled)
-		}
 		return ans
 	}
 	s.ps = ps
 	ans.Result = struct{}{}
-	ans.around = func(write func()) {
-		s.answer(write)
-		close(s.settled)
-	}
+	ans.around = s.answer
 	return ans
 }
 
@@ -186,6 +229,21 @@ func (c *client) unsubscribe(ctx context.Context, req request) answer {
 	var s *sub
 	for {
 		c.subs.mu.Lock()
+		if wait := c.subs.earlierLocked(k, req.line); wait != nil {
+			// A subscribe of the same server and URI read before this
+			// line is not answered yet (a caller that writes both at
+			// once; lines run concurrently): wait for its answer, then
+			// end what it made, so that this answer comes after it.
+			c.subs.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				ans.Error = &answerError{Code: codeTransport, Kind: pool.KindTransport.String(),
+					Message: fmt.Sprintf("resources/unsubscribe: not sent: waiting for the answer to the subscribe of %q on server %q read before it: %v", k.uri, k.server, context.Cause(ctx))}
+				return ans
+			}
+		}
 		var ok bool
 		s, ok = c.subs.by[k]
 		if !ok {
@@ -194,28 +252,7 @@ func (c *client) unsubscribe(ctx context.Context, req request) answer {
 				Message: fmt.Sprintf("resources/unsubscribe: no subscription to %q on server %q", k.uri, k.server)}
 			return ans
 		}
-		settled := s.ps != nil
-		select {
-		case <-s.settled:
-		default:
-			settled = false
-		}
-		if settled {
-			break // with the lock held
-		}
-		// The subscribe is in flight, or answered and its line not yet
-		// written (a caller that writes both lines at once): wait for its
-		// answer line, then end what it made, so that the unsubscribe's
-		// answer comes after it. If it failed, there is no subscription
-		// to end, and the loop says so.
-		c.subs.mu.Unlock()
-		select {
-		case <-s.settled:
-		case <-ctx.Done():
-			ans.Error = &answerError{Code: codeTransport, Kind: pool.KindTransport.String(),
-				Message: fmt.Sprintf("resources/unsubscribe: not sent: waiting for the answer to the subscribe (request %s): %v", quoted(s.id), context.Cause(ctx))}
-			return ans
-		}
+		break // with the lock held; s.ps is set, as no subscribe of k is in flight
 	}
 	delete(c.subs.by, k)
 	c.subs.mu.Unlock()
