@@ -57,6 +57,9 @@ type entry struct {
 	// subscribed counts the Subscriptions attached to it (subscribe.go); a
 	// session with one is not idle.
 	subscribed atomic.Int32
+	// stream follows the standalone GET stream of an HTTP session
+	// (getstream.go); unused over stdio.
+	stream standaloneStream
 
 	// Guarded by Pool.mu.
 	notices     []*probe // calls cancelled while sent: their cancel notice may still be on its way

@@ -792,7 +792,7 @@ func (p *Pool) connect(ctx context.Context, srv *Server, k key, gen uint64, vers
 		t = &mcp.StreamableClientTransport{
 			Endpoint: srv.URL,
 			HTTPClient: &http.Client{
-				Transport: &recorder{base: p.oauth.transport(p.base, srv, p.opts.OAuth, p.log), headers: srv.Headers, home: home, entry: e},
+				Transport: &streamTracker{s: &e.stream, base: &recorder{base: p.oauth.transport(p.base, srv, p.opts.OAuth, p.log), headers: srv.Headers, home: home, entry: e}},
 				// A redirect to another origin is refused, so that the
 				// configured headers and tokens never leave theirs (origin.go).
 				CheckRedirect: checkRedirect(home),

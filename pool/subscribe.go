@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -57,6 +58,10 @@ type Subscription struct {
 	// Written by run before done is closed, read after.
 	last *entry // the session it was subscribed on when run returned; nil if none
 
+	// refused is why the session it is subscribed on cannot carry updates
+	// (ErrNoUpdateStream), nil if it can; see UpdatesRefused.
+	refused atomic.Pointer[error]
+
 	unsubOnce sync.Once
 	unsubErr  error
 
@@ -74,6 +79,28 @@ func (s *Subscription) deliver(params *mcp.ResourceUpdatedNotificationParams) {
 	if !s.ended {
 		s.fn(params)
 	}
+}
+
+func (s *Subscription) setRefused(why error) {
+	if why == nil {
+		s.refused.Store(nil)
+		return
+	}
+	s.refused.Store(&why)
+}
+
+// UpdatesRefused reports why no update can reach the subscription on the
+// session it is subscribed on now: an error wrapping ErrNoUpdateStream when
+// the server refused the session's standalone GET stream (405, as a
+// stateless session-era server answers), where a session-era server sends
+// its updates. It is nil while updates can arrive. The server accepted the
+// subscription all the same; a caller that needs updates polls the
+// resource, or uses a server that keeps sessions.
+func (s *Subscription) UpdatesRefused() error {
+	if p := s.refused.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // URI is the subscribed resource's URI.
@@ -159,6 +186,13 @@ func (t *subscriptions) route(e *entry, params *mcp.ResourceUpdatedNotificationP
 // client: read the resource again if a gap matters. A session with a
 // subscription is not closed as idle.
 //
+// Over HTTP in the session era, resources/subscribe is sent once the
+// session's standalone GET stream is open, so an update the server sends
+// as soon as it has answered is not lost; if the server refused that
+// stream, the Subscription says so (UpdatesRefused). In the 2026-07-28 era
+// go-sdk subscribes with subscriptions/listen, whose own stream carries
+// the updates.
+//
 // The first subscription is made before Subscribe returns; its error (the
 // server refused it, it has no resources.subscribe capability, it is
 // unreachable) is returned as an *Error, and no Subscription is made. Over
@@ -204,6 +238,19 @@ func (p *Pool) Subscribe(ctx context.Context, srv *Server, uri string, fn func(*
 // same, and Unsubscribe then ends it there.
 func (s *Subscription) subscribe(ctx context.Context) (on, sent *entry, err error) {
 	err = s.p.do(ctx, &s.srv, "resources/subscribe", "", func(a *attempt, e *entry) error {
+		if e.http && e.protocol < Protocol20260728 {
+			// Updates come on the standalone GET stream, and a server
+			// drops those it sends while that is not open
+			// (getstream.go): subscribe once it is. A session that ends
+			// meanwhile fails the request below as it always has.
+			refused, err := e.stream.wait(ctx, e.ended)
+			if err != nil && !errors.Is(err, errSessionGone) {
+				return err
+			}
+			s.setRefused(refused)
+		} else {
+			s.setRefused(nil)
+		}
 		sent = e
 		s.p.subs.attach(s, e)
 		if err := e.cs.Subscribe(a.request(), &mcp.SubscribeParams{URI: s.uri}); err != nil {

@@ -30,6 +30,7 @@ type slowIn struct {
 	BeforeMS int    `json:"before_ms,omitempty" jsonschema:"milliseconds to wait between start and effect"`
 	AfterMS  int    `json:"after_ms,omitempty" jsonschema:"milliseconds to wait between effect and answer"`
 	Hold     string `json:"hold,omitempty" jsonschema:"a loopback host:port: after the effect (and after_ms), connect there, send the id and a newline, and answer only once a line comes back"`
+	Progress bool   `json:"progress,omitempty" jsonschema:"after the effect, send a progress notification for the call's progress token (if it has one), so that the answer is an SSE stream in progress"`
 }
 
 // hold connects to addr (loopback only: this is a test tool, not a way to
@@ -110,7 +111,7 @@ func Register(s *mcp.Server, dataDir string) error {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "slow_effect",
 		Description: "Test tool: logs its start, waits before_ms, logs its effect, waits after_ms, holds until released (hold), answers.",
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
 		if err := logLine("start " + in.ID); err != nil {
 			return nil, nil, err
 		}
@@ -122,6 +123,11 @@ func Register(s *mcp.Server, dataDir string) error {
 		}
 		if err := wait(ctx, in.AfterMS); err != nil {
 			return nil, nil, err
+		}
+		if token := req.Params.GetProgressToken(); in.Progress && token != nil {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: 1, Total: 2, Message: "effect " + in.ID}); err != nil {
+				return nil, nil, err
+			}
 		}
 		if in.Hold != "" {
 			if err := hold(ctx, in.Hold, in.ID); err != nil {

@@ -63,6 +63,8 @@ type request struct {
 	Server string          `json:"server"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
+
+	line int // its line of stdin, from 1, in the order lines are read
 }
 
 type answer struct {
@@ -138,8 +140,11 @@ func (c *client) serve(ctx context.Context, in io.Reader) error {
 			<-slots
 			return interrupted(&l)
 		}
+		req.line = l.no
+		answered := c.subs.read(req) // before the line runs: see subscriptions.reading
 		wg.Go(func() {
 			defer func() { <-slots }()
+			defer answered()
 			a := c.handle(ctx, req)
 			write := func() { c.out.write(a) }
 			if a.around != nil {

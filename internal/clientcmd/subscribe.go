@@ -39,6 +39,60 @@ type subscriptions struct {
 	mu     sync.Mutex // guards following fields
 	by     map[subKey]*sub
 	closed bool // the client is ending: no new subscription
+	// reading holds, by key, the line numbers of the resources/subscribe
+	// lines read and not yet answered. Lines run concurrently, so an
+	// unsubscribe's may run before the subscribe's read just before it:
+	// the unsubscribe waits for those (earlierLocked).
+	reading map[subKey]map[int]struct{}
+	changed chan struct{} // closed, and replaced, when a line leaves reading
+}
+
+// read notes a resources/subscribe line, in the order lines are read,
+// before it is dispatched; done is called once its answer is written. For
+// any other line it does nothing.
+func (t *subscriptions) read(req request) (done func()) {
+	if req.Method != "resources/subscribe" || req.Server == "" {
+		return func() {}
+	}
+	k, aerr := subKeyOf(req.Method, req)
+	if aerr != nil {
+		return func() {}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reading == nil {
+		t.reading = make(map[subKey]map[int]struct{})
+	}
+	if t.reading[k] == nil {
+		t.reading[k] = make(map[int]struct{})
+	}
+	t.reading[k][req.line] = struct{}{}
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.reading[k], req.line)
+		if len(t.reading[k]) == 0 {
+			delete(t.reading, k)
+		}
+		if t.changed != nil {
+			close(t.changed)
+			t.changed = nil
+		}
+	}
+}
+
+// earlierLocked returns a channel to wait on if a subscribe of k read
+// before line is not answered yet, nil if none is.
+func (t *subscriptions) earlierLocked(k subKey, line int) <-chan struct{} {
+	for n := range t.reading[k] {
+		if n < line {
+			if t.changed == nil {
+				t.changed = make(chan struct{})
+			}
+			return t.changed
+		}
+	}
+	return nil
 }
 
 // A sub is one subscription and the state that orders its lines.
@@ -172,19 +226,33 @@ func (c *client) unsubscribe(ctx context.Context, req request) answer {
 		ans.Error = aerr
 		return ans
 	}
-	c.subs.mu.Lock()
-	s, ok := c.subs.by[k]
-	switch {
-	case !ok:
-		c.subs.mu.Unlock()
-		ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput,
-			Message: fmt.Sprintf("resources/unsubscribe: no subscription to %q on server %q", k.uri, k.server)}
-		return ans
-	case s.ps == nil:
-		c.subs.mu.Unlock()
-		ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput,
-			Message: fmt.Sprintf("resources/unsubscribe: the subscription to %q on server %q (request %s) is not answered yet; unsubscribe after its answer", k.uri, k.server, quoted(s.id))}
-		return ans
+	var s *sub
+	for {
+		c.subs.mu.Lock()
+		if wait := c.subs.earlierLocked(k, req.line); wait != nil {
+			// A subscribe of the same server and URI read before this
+			// line is not answered yet (a caller that writes both at
+			// once; lines run concurrently): wait for its answer, then
+			// end what it made, so that this answer comes after it.
+			c.subs.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				ans.Error = &answerError{Code: codeTransport, Kind: pool.KindTransport.String(),
+					Message: fmt.Sprintf("resources/unsubscribe: not sent: waiting for the answer to the subscribe of %q on server %q read before it: %v", k.uri, k.server, context.Cause(ctx))}
+				return ans
+			}
+		}
+		var ok bool
+		s, ok = c.subs.by[k]
+		if !ok {
+			c.subs.mu.Unlock()
+			ans.Error = &answerError{Code: codeInvalidParams, Kind: kindInput,
+				Message: fmt.Sprintf("resources/unsubscribe: no subscription to %q on server %q", k.uri, k.server)}
+			return ans
+		}
+		break // with the lock held; s.ps is set, as no subscribe of k is in flight
 	}
 	delete(c.subs.by, k)
 	c.subs.mu.Unlock()

@@ -146,11 +146,22 @@ type subServer struct {
 	listening chan struct{}
 }
 
-func startSubServer(t *testing.T) *subServer {
+func startSubServer(t *testing.T) *subServer { return startSubServerHeld(t, nil) }
+
+// startSubServerHeld is startSubServer whose SubscribeHandler, once it has
+// sent on subscribed, waits for hold to be closed (hold nil: no wait).
+func startSubServerHeld(t *testing.T, hold <-chan struct{}) *subServer {
 	s := &subServer{subscribed: make(chan string, 16), unsubscribed: make(chan string, 16), listening: make(chan struct{}, 16)}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
-		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
 			s.subscribed <- req.Params.URI
+			if hold != nil {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			return nil
 		},
 		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
@@ -309,6 +320,57 @@ func TestSubscribeLines(t *testing.T) {
 	}
 	if n := ss.sessions(); n != 0 {
 		t.Errorf("%d server sessions after exit, want 0 (DELETE)", n)
+	}
+}
+
+// TestSubscribeThenUnsubscribeAtOnce: a caller that writes a subscribe
+// and its unsubscribe at once (the unsubscribe read while the subscribe is
+// in flight) gets the subscribe's answer, then the unsubscribe's, and the
+// server is sent both; before, the unsubscribe was an input error ("not
+// answered yet") and the subscription stayed. The server holds the
+// subscribe until a later request (pool/stats) has been answered, so the
+// unsubscribe is certainly read while the subscribe is in flight.
+func TestSubscribeThenUnsubscribeAtOnce(t *testing.T) {
+	hold := make(chan struct{})
+	ss := startSubServerHeld(t, hold)
+	pr := startProc(t, "--config", writeConfig(t, map[string]string{"subs": ss.url}))
+
+	pr.send(
+		`{"id":"sa","server":"subs","method":"resources/subscribe","params":{"uri":"test://a"}}`,
+		`{"id":"ua","server":"subs","method":"resources/unsubscribe","params":{"uri":"test://a"}}`,
+		`{"id":"st","method":"pool/stats"}`,
+	)
+	if uri := got(t, ss.subscribed, "resources/subscribe"); uri != "test://a" {
+		t.Fatalf("server got subscribe %q", uri)
+	}
+	// The subscribe is held at the server and the unsubscribe waits for
+	// it: the one line that can come is pool/stats's.
+	if a := pr.next(); a["id"] != "st" || a["error"] != nil {
+		t.Fatalf("first line %v, want pool/stats's answer", a)
+	}
+	close(hold)
+	if a := pr.next(); a["id"] != "sa" || fmt.Sprint(a["result"]) != "map[]" {
+		t.Fatalf("second line %v, want the subscribe's {\"result\":{}}", a)
+	}
+	if a := pr.next(); a["id"] != "ua" || a["error"] != nil || fmt.Sprint(a["result"]) != "map[]" {
+		t.Fatalf("third line %v, want the unsubscribe's {\"result\":{}}", a)
+	}
+	if uri := got(t, ss.unsubscribed, "resources/unsubscribe"); uri != "test://a" {
+		t.Fatalf("server got unsubscribe %q", uri)
+	}
+
+	pr.stdin.Close()
+	rest, code := pr.wait()
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, pr.stderrText())
+	}
+	if len(rest) != 0 {
+		t.Errorf("lines after the end of stdin: %v", rest)
+	}
+	select {
+	case uri := <-ss.unsubscribed:
+		t.Errorf("a second resources/unsubscribe of %q at the end: the subscription was not ended", uri)
+	default:
 	}
 }
 
