@@ -144,7 +144,8 @@ func (t *connTable) admit(b *Budget, c *countedConn) (victim *countedConn, ok bo
 		}
 
 		t.mu.Lock()
-		if _, need := t.needRoomLocked(b, c); !need {
+		match, need = t.needRoomLocked(b, c)
+		if !need {
 			// Room was made meanwhile (a connection closed).
 			t.countLocked(b, c)
 			t.mu.Unlock()
@@ -152,7 +153,7 @@ func (t *connTable) admit(b *Budget, c *countedConn) (victim *countedConn, ok bo
 		}
 		busy := false
 		for i, v := range cands {
-			if !v.evictableLocked() {
+			if !v.evictableLocked() || match != nil && !match(v) {
 				continue
 			}
 			if waiting[i] {
