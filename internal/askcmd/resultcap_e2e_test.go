@@ -32,6 +32,18 @@ const hugeResult = 50_000_000
 // (1,892 MiB measured with "maxResultBytes" at 1 GiB).
 const memoryCeiling = 400 << 20
 
+// After the answer the oracle's resident set must come back within
+// rssReturnedWithin to 3 × what it was before, or that plus
+// rssReturnedSlack, whichever is larger. Generous on purpose (under the
+// race detector it starts at 67 to 73 MiB and measured 96 to 175 MiB right
+// after the answer, so the bound is never near what a run measures): it
+// catches a result, or its copies, held (hundreds of MiB: 1,892 with the
+// cap at 1 GiB), not the last tens of MiB the scavenger returns anyway.
+const (
+	rssReturnedWithin = 20 * time.Second
+	rssReturnedSlack  = 192 << 20
+)
+
 // procStatus returns the kB figures of /proc/pid/status for keys.
 func procStatus(t *testing.T, pid int, keys ...string) map[string]int64 {
 	t.Helper()
@@ -123,6 +135,21 @@ func TestE2EHugeResultIsNotHeld(t *testing.T) {
 	if grew := after["VmHWM"] - before["VmHWM"]; grew > memoryCeiling {
 		t.Errorf("the oracle's peak resident set grew by %d MiB, past the ceiling of %d MiB", grew>>20, memoryCeiling>>20)
 	}
+	// The memory is not held after the answer (the pool also calls
+	// debug.FreeOSMemory 250 ms after a large one, pool/memory.go). Polled
+	// with a deadline, not timed: a loaded machine may run late.
+	back := max(3*before["VmRSS"], before["VmRSS"]+rssReturnedSlack)
+	rss := after["VmRSS"]
+	for deadline := time.Now().Add(rssReturnedWithin); rss > back && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond) // polling /proc: nothing to wait on
+		rss = procStatus(t, pid, "VmRSS")["VmRSS"]
+	}
+	t.Logf("oracle VmRSS after the answer: %d MiB (bound %d MiB)", rss>>20, back>>20)
+	if rss > back {
+		t.Errorf("the oracle's resident set is %d MiB %v after the answer, past %d MiB (3 × its %d MiB before, or that plus %d MiB): the large answer's memory is held",
+			rss>>20, rssReturnedWithin, back>>20, before["VmRSS"]>>20, rssReturnedSlack>>20)
+	}
+
 	reqs := model.requests()
 	last := reqs[len(reqs)-1]
 	if want := "Result too large: over the cap of 16777216 bytes; nothing of it kept."; !strings.Contains(last, want) {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +59,13 @@ const (
 	askTimeout    = 15 * time.Minute
 	elicitTimeout = 10 * time.Minute
 	askKeepalive  = 25 * time.Second
+	// askWriteTimeout bounds each write of an event stream: a reader that
+	// stops draining (a tab frozen in the background, a client that
+	// connects and never reads) fills the socket's buffers, and without a
+	// deadline the write, the handler and its goroutine would wait for it
+	// for ever, holding the connection. A page that reads gets its events
+	// in well under a second; the keepalive comes every askKeepalive.
+	askWriteTimeout = 30 * time.Second
 )
 
 // Errors of the page's asks, for errors.Is.
@@ -112,6 +120,10 @@ type asks struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// writeTimeout bounds each write of a stream (0: askWriteTimeout);
+	// a variable for tests, set before any stream.
+	writeTimeout time.Duration
 
 	mu      sync.Mutex // protects following fields
 	closed  bool
@@ -537,7 +549,18 @@ func (s *Console) serveAskEvents(w http.ResponseWriter, r *http.Request, p *page
 		seq = n + 1
 	}
 	rc := http.NewResponseController(w)
+	timeout := cmp.Or(s.asks.writeTimeout, askWriteTimeout)
+	// Each write gets its deadline (askWriteTimeout says why); an error is a
+	// writer without deadlines (a test's recorder), which has no socket to
+	// fill. The last one set also bounds what net/http writes after the
+	// handler (the end of the chunked body), and the connection is closed
+	// after the stream, so that no later request on it inherits the
+	// deadline (net/http resets it only with a Server.WriteTimeout).
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(timeout)) }
+	defer deadline()
+	deadline()
 	h := w.Header()
+	h.Set("Connection", "close")
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -550,12 +573,14 @@ func (s *Console) serveAskEvents(w http.ResponseWriter, r *http.Request, p *page
 	for {
 		evs, done, changed := p.since(seq)
 		for _, e := range evs {
+			deadline() // per event: a long backlog to a slow reader is not one write
 			// One data line: the JSON has no newline in it.
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, e.Data); err != nil {
 				return
 			}
 			seq = e.Seq + 1
 		}
+		deadline()
 		if err := rc.Flush(); err != nil {
 			return
 		}
@@ -566,6 +591,7 @@ func (s *Console) serveAskEvents(w http.ResponseWriter, r *http.Request, p *page
 		select {
 		case <-changed:
 		case <-tick.C:
+			deadline()
 			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}

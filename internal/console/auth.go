@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,10 +62,20 @@ const (
 	maxSessions = 64
 )
 
-// sessions are the live sign-ins, by the digest of their cookie.
+// sessions are the live sign-ins, by the digest of their cookie, and the
+// limiter of the attempts to make one (loginlimit.go).
 type sessions struct {
 	mu      sync.Mutex           // protects expires
 	expires map[string]time.Time // guarded by mu
+
+	limiterOnce sync.Once
+	limiter     *loginLimiter // set once, by attempts
+}
+
+// attempts is the limiter of sign-in attempts.
+func (s *sessions) attempts() *loginLimiter {
+	s.limiterOnce.Do(func() { s.limiter = newLoginLimiter() })
+	return s.limiter
 }
 
 func digest(v string) string {
@@ -168,15 +180,43 @@ func (s *Console) ServeLogin(w http.ResponseWriter, r *http.Request) {
 		mcphttp.WriteJSONError(w, http.StatusConflict, "this studio has no token: its pages need no sign-in")
 		return
 	}
+	lim, from := s.sessions.attempts(), remoteAddr(r)
+	if wait, ok := lim.admit(from); !ok {
+		tooMany(w, wait)
+		return
+	}
 	a := sha256.Sum256([]byte(strings.TrimSpace(req.Token)))
 	b := sha256.Sum256([]byte(s.Token))
 	if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+		if wait := lim.failed(from); wait > 0 {
+			tooMany(w, wait)
+			return
+		}
 		mcphttp.WriteJSONError(w, http.StatusUnauthorized, "that is not the studio's token (the value of SWITCHBOARD_TOKEN)")
 		return
 	}
+	lim.succeeded(from)
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.sessions.newSession(time.Now()), Path: "/",
 		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// tooMany answers an attempt at signing in that must wait: 429, and when
+// to try again, in whole seconds (rounded up, so that the next attempt is
+// heard).
+func tooMany(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	mcphttp.WriteJSONError(w, http.StatusTooManyRequests, "too many wrong tokens from this address: try again after Retry-After seconds")
+}
+
+// remoteAddr is r's source address; invalid when it has none (a request
+// that did not come over a network).
+func remoteAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // ServeLogout serves POST /logout: the session is forgotten and its cookie

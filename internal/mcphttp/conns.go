@@ -29,6 +29,11 @@ import (
 //     as after http.Server's IdleTimeout);
 //  3. else none, and the new one is refused with 503.
 //
+// Of those, a connection whose client's request waits unread in its socket
+// is passed over (see admit): it is in a request in all but name, net/http
+// not having read it yet. When all of the few peeked at are, the new one
+// is refused: the server is behind on reading.
+//
 // A flood of connections that say nothing then evicts itself: its newest
 // connection lives as long as the flood takes to open MaxConns more, and a
 // client that sends its request at once is in a request (so kept) in that
@@ -94,51 +99,121 @@ func addrOf(a net.Addr) netip.Addr {
 	return ap.Addr().Unmap()
 }
 
+// maxPeeked bounds the connections peeked at for one admission: a peek is
+// a system call, and a flood must not make every Accept cost one per open
+// connection.
+const maxPeeked = 8
+
+// maxAdmitRounds bounds how often admit collects candidates again when
+// every one it peeked at entered a request (or closed) meanwhile.
+const maxAdmitRounds = 3
+
 // admit counts c, making room by evicting one connection if it must. It
 // returns the connection to close (outside the lock), and whether c was
 // admitted.
+//
+// A candidate with a request waiting unread in its socket is not evicted:
+// its client wrote a request that net/http has not read yet (its goroutine for
+// the connection has not run), and a moment later it would be in a
+// request, where it is never evicted. Evicting it would lose a request
+// whose client did nothing wrong, and a flood of accepts is exactly when
+// those goroutines run late. The peek is a system call, so the candidates
+// are collected under the lock, peeked at outside it, and the choice made
+// again under the lock, on what is still true then. When every candidate
+// peeked at has a request waiting, c is refused (503, try again) rather
+// than one of them evicted: the server is behind on reading, which is
+// overload, and the one that waits least is the newcomer.
 func (t *connTable) admit(b *Budget, c *countedConn) (victim *countedConn, ok bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	shared := b.sharedAddr(c.addr)
-	full := t.count >= b.maxConns
-	overShare := !shared && t.byAddr[c.addr] >= b.addrShare
-	switch {
-	case overShare:
-		victim = t.oldestLocked(func(v *countedConn) bool { return v.addr == c.addr })
-	case full:
-		victim = t.oldestLocked(nil)
+	for range maxAdmitRounds {
+		t.mu.Lock()
+		match, need := t.needRoomLocked(b, c)
+		if !need {
+			t.countLocked(b, c)
+			t.mu.Unlock()
+			return nil, true
+		}
+		cands := t.candidatesLocked(match, maxPeeked)
+		t.mu.Unlock()
+		if len(cands) == 0 {
+			return nil, false
+		}
+
+		waiting := make([]bool, len(cands))
+		for i, v := range cands {
+			waiting[i] = requestWaiting(v.Conn)
+		}
+
+		t.mu.Lock()
+		match, need = t.needRoomLocked(b, c)
+		if !need {
+			// Room was made meanwhile (a connection closed).
+			t.countLocked(b, c)
+			t.mu.Unlock()
+			return nil, true
+		}
+		busy := false
+		for i, v := range cands {
+			if !v.evictableLocked() || match != nil && !match(v) {
+				continue
+			}
+			if waiting[i] {
+				busy = true
+				continue
+			}
+			t.removeLocked(v)
+			t.countLocked(b, c)
+			t.mu.Unlock()
+			return v, true
+		}
+		t.mu.Unlock()
+		if busy {
+			return nil, false
+		}
+		// Every candidate entered a request or closed: look again.
 	}
-	if (full || overShare) && victim == nil {
-		return nil, false
+	return nil, false
+}
+
+// needRoomLocked reports whether c can be counted only in the place of
+// another connection, and which connections may give way to it (nil: any).
+func (t *connTable) needRoomLocked(b *Budget, c *countedConn) (match func(*countedConn) bool, need bool) {
+	if !b.sharedAddr(c.addr) && t.byAddr[c.addr] >= b.addrShare {
+		return func(v *countedConn) bool { return v.addr == c.addr }, true
 	}
-	if victim != nil {
-		t.removeLocked(victim)
-	}
+	return nil, t.count >= b.maxConns
+}
+
+// countLocked counts c as open, not in a request and not proved.
+func (t *connTable) countLocked(b *Budget, c *countedConn) {
 	t.count++
-	if !shared {
+	if !b.sharedAddr(c.addr) {
 		t.byAddr[c.addr]++
 	}
 	if c.key != "" {
 		t.byKey[c.key] = c
 	}
 	c.elem = t.waiting.PushBack(c)
-	return victim, true
 }
 
-// oldestLocked is the connection to evict: the oldest unproved one not in
-// a request, else the oldest one not in a request; of those match accepts
-// (nil: any).
-func (t *connTable) oldestLocked(match func(*countedConn) bool) *countedConn {
+// candidatesLocked returns, in the order they give way, at most n of the
+// connections that may be evicted: the unproved not in a request, oldest
+// first, then the proved not in a request; of those match accepts (nil:
+// any).
+func (t *connTable) candidatesLocked(match func(*countedConn) bool, n int) []*countedConn {
+	var out []*countedConn
 	for _, l := range []*list.List{&t.waiting, &t.idle} {
-		for e := l.Front(); e != nil; e = e.Next() {
+		for e := l.Front(); e != nil && len(out) < n; e = e.Next() {
 			if c := e.Value.(*countedConn); match == nil || match(c) {
-				return c
+				out = append(out, c)
 			}
 		}
 	}
-	return nil
+	return out
 }
+
+// evictableLocked reports whether c may still give way: counted, and not
+// in a request (so in a list).
+func (c *countedConn) evictableLocked() bool { return !c.removed && c.elem != nil }
 
 func (t *connTable) removeLocked(c *countedConn) {
 	if c.removed {

@@ -13,3 +13,7 @@ func TreatLoopbackAsDistinct(b *Budget) {
 func TreatLoopbackAsDistinctSessions(h *Handler) {
 	h.sessions.sharedAddr = func(a netip.Addr) bool { return !a.IsValid() }
 }
+
+// RequestWaiting reports whether a request head waits unread in c's
+// socket, as the budget sees it when choosing whom to evict.
+var RequestWaiting = requestWaiting
