@@ -80,7 +80,7 @@ func TestE2EHugeResultIsNotHeld(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("needs /proc")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*e2eTimeout)
 	defer cancel()
 	huge := strings.Repeat("x", hugeResult)
 	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
