@@ -57,6 +57,11 @@ type Lock struct {
 // Acquire locks dir (which must exist) for this process, recording what
 // holds it (for example "agent packrat" or "studio") in the lock file. It
 // does not wait: a held directory is an error at once (a *HeldError).
+//
+// The caller must keep the Lock reachable for as long as it means to hold
+// the directory, typically in the struct that Release is called from: a
+// Lock dropped without Release is released at an arbitrary later garbage
+// collection, when the runtime's finalizer closes its file.
 func Acquire(dir, what string) (*Lock, error) {
 	path := filepath.Join(dir, FileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)

@@ -2,6 +2,7 @@ package dirlock_test
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -48,11 +49,17 @@ func TestSecondHolderRefused(t *testing.T) {
 // leaves the directory free (the kernel drops a dead process's flock).
 func TestKilledHolderLeavesNoLock(t *testing.T) {
 	if os.Getenv("DIRLOCK_HOLD") != "" {
-		if _, err := dirlock.Acquire(os.Getenv("DIRLOCK_HOLD"), "holder"); err != nil {
+		// The holder keeps its Lock reachable until it is killed: a Lock
+		// dropped unreleased holds an *os.File whose finalizer closes it,
+		// and with it the flock, at the next garbage collection. Under load
+		// that collection can come before the parent's check below.
+		l, err := dirlock.Acquire(os.Getenv("DIRLOCK_HOLD"), "holder")
+		if err != nil {
 			os.Exit(2)
 		}
 		os.Stdout.WriteString("held\n")
-		select {}
+		<-make(chan struct{}) // until SIGKILL
+		l.Release()
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHolderLeavesNoLock$")
@@ -65,7 +72,7 @@ func TestKilledHolderLeavesNoLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 5)
-	if _, err := out.Read(buf); err != nil || string(buf) != "held\n" {
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "held\n" {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("holder did not take the lock: %q %v", buf, err)

@@ -376,8 +376,17 @@ func TestConsoleActionsGuarded(t *testing.T) {
 // restarted says so on its hop. The call is sent on a session made before
 // the crash, with plain HTTP, so that it is the call (not a new session's
 // initialize) that arrives while the agent restarts.
+//
+// The test is about the mark, not about how long a call is held: the hold
+// and the start are given as long as waitAgent waits, since on a loaded
+// machine the restarted agent has taken 12 s to listen, past the default
+// 10 s RestartWait, and the held call got a 503 with nothing wrong.
 func TestConsoleMarksHeld(t *testing.T) {
-	s := startStudio(t, projecttest.New(t, "abacus"), &Options{MinBackoff: 300 * time.Millisecond})
+	s := startStudio(t, projecttest.New(t, "abacus"), &Options{
+		MinBackoff:   300 * time.Millisecond,
+		RestartWait:  90 * time.Second,
+		StartTimeout: 90 * time.Second,
+	})
 	c := newAPIClient(t, s, "")
 	mcpHdr := map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
