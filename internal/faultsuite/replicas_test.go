@@ -40,9 +40,9 @@ const (
 	// (pgdb.CheckIdle) waited behind it on the socket's read lock, for
 	// ever on the lock pool behind packrat's LockKey (goroutine dumps of
 	// the replica; fixed in internal/pgdb, TestCheckIdleBesideAParkedRead).
-	// Not the only cause: after that fix one call sent after the partition
-	// (rep-109 of 120) still hung to its deadline once, at load ~7; why is
-	// not yet known.
+	// Not the only cause: after that fix, in 2 of 5 partition rows one
+	// call sent after the partition (rep-109, rep-113 of 120) still hung
+	// to its deadline, at load ~7; why is not yet known.
 	// The ceiling stays the calls' deadline plus the rest of a burst, so
 	// that only a call hung past its own deadline fails the row.
 	replicaRowCeiling = 90 * time.Second
