@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -93,18 +94,28 @@ func dialer(connectTimeout, deadAfter, answer time.Duration) func(ctx context.Co
 }
 
 // A boundedConn bounds every read to answer (none if 0), within any deadline the driver
-// sets itself (pgx sets one to carry a context's cancellation). A read
-// blocks only while the driver waits for the server: pgx does not read an
-// idle connection.
+// sets itself (pgx sets one to carry a context's cancellation).
+//
+// A read mostly blocks only while the driver waits for the server, but not
+// always: when a write takes longer than 15 ms (a loaded machine), pgx
+// starts a background reader (pgconn's bgreader, against a write/read
+// deadlock), and its Stop only ends it after the read in progress returns.
+// The connection then goes back to the pool idle with a goroutine parked in
+// Read, holding the socket's read lock until the server sends something,
+// which on an idle connection it never does. reading counts those reads so
+// that CheckIdle does not queue behind one (see there).
 type boundedConn struct {
 	net.Conn
-	answer time.Duration
+	answer  time.Duration
+	reading atomic.Int32 // Reads in progress
 
 	mu       sync.Mutex // protects following
 	deadline time.Time  // the read deadline the driver set; zero: none
 }
 
 func (c *boundedConn) Read(p []byte) (int, error) {
+	c.reading.Add(1)
+	defer c.reading.Add(-1)
 	if c.answer <= 0 {
 		return c.Conn.Read(p)
 	}
@@ -163,10 +174,19 @@ var ErrGone = errors.New("the database closed the idle connection")
 // statement cut off mid-run; discarded first, it never runs there. One
 // recv(MSG_PEEK|MSG_DONTWAIT). It returns nil for a connection it cannot
 // look into (not one of Open's, or under TLS, whose records the server
-// may send unasked).
+// may send unasked), or for one a Read is in progress on.
+//
+// That last case is pgx's background reader left parked on an idle
+// connection (boundedConn): the peek would wait for the socket's read lock
+// until that Read returns, which it never does while the server stays
+// quiet, and the caller's Acquire, which ignores its context there, with
+// it. Seen as a keyed packrat call hung to its 60 s deadline behind the
+// ledger's LockKey (internal/faultsuite TestReplicaHosts). The parked Read
+// sees what the peek would have: the end of the stream stays on the socket
+// for the next peek, and a FATAL notice goes to pgx's next read.
 func CheckIdle(c *pgx.Conn) error {
 	bc, ok := c.PgConn().Conn().(*boundedConn)
-	if !ok {
+	if !ok || bc.reading.Load() > 0 {
 		return nil
 	}
 	sc, ok := bc.Conn.(syscall.Conn)
