@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -102,20 +101,17 @@ func dialer(connectTimeout, deadAfter, answer time.Duration) func(ctx context.Co
 // deadlock), and its Stop only ends it after the read in progress returns.
 // The connection then goes back to the pool idle with a goroutine parked in
 // Read, holding the socket's read lock until the server sends something,
-// which on an idle connection it never does. reading counts those reads so
-// that CheckIdle does not queue behind one (see there).
+// which on an idle connection it never does. CheckIdle must not queue
+// behind such a Read (see there).
 type boundedConn struct {
 	net.Conn
-	answer  time.Duration
-	reading atomic.Int32 // Reads in progress
+	answer time.Duration
 
 	mu       sync.Mutex // protects following
 	deadline time.Time  // the read deadline the driver set; zero: none
 }
 
 func (c *boundedConn) Read(p []byte) (int, error) {
-	c.reading.Add(1)
-	defer c.reading.Add(-1)
 	if c.answer <= 0 {
 		return c.Conn.Read(p)
 	}
@@ -174,19 +170,18 @@ var ErrGone = errors.New("the database closed the idle connection")
 // statement cut off mid-run; discarded first, it never runs there. One
 // recv(MSG_PEEK|MSG_DONTWAIT). It returns nil for a connection it cannot
 // look into (not one of Open's, or under TLS, whose records the server
-// may send unasked), or for one a Read is in progress on.
+// may send unasked).
 //
-// That last case is pgx's background reader left parked on an idle
-// connection (boundedConn): the peek would wait for the socket's read lock
-// until that Read returns, which it never does while the server stays
-// quiet, and the caller's Acquire, which ignores its context there, with
-// it. Seen as a keyed packrat call hung to its 60 s deadline behind the
-// ledger's LockKey (internal/faultsuite TestReplicaHosts). The parked Read
-// sees what the peek would have: the end of the stream stays on the socket
-// for the next peek, and a FATAL notice goes to pgx's next read.
+// An idle connection may have a Read in progress: pgx's background reader
+// left parked on it (boundedConn). The peek does not take the socket's
+// read lock (peek), so it does not wait for that Read, which never returns
+// while the server stays quiet; a peek that did wait held the caller's
+// Acquire with it, which ignores its context there (seen as a keyed
+// packrat call hung to its 60 s deadline behind the ledger's LockKey,
+// internal/faultsuite TestReplicaHosts).
 func CheckIdle(c *pgx.Conn) error {
 	bc, ok := c.PgConn().Conn().(*boundedConn)
-	if !ok || bc.reading.Load() > 0 {
+	if !ok {
 		return nil
 	}
 	sc, ok := bc.Conn.(syscall.Conn)

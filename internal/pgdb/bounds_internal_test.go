@@ -1,7 +1,9 @@
 package pgdb
 
 import (
+	"bytes"
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,9 +14,9 @@ import (
 // TestCheckIdleBesideAParkedRead: an idle connection with a Read parked on
 // it, as pgx's background reader leaves one after a slow write, is checked
 // at once, not held until the server speaks (which an idle connection's
-// never does). Without the check of boundedConn.reading, CheckIdle waits
-// on the socket's read lock, and Acquire with it: a keyed packrat call
-// hung to its deadline behind LockKey. The Read is parked by the test
+// never does). With a peek that takes the socket's read lock (RawConn.Read
+// instead of Control), CheckIdle waits behind the parked Read, and Acquire
+// with it: a keyed packrat call hung to its deadline behind LockKey. The Read is parked by the test
 // itself, since pgx parks one only when a write takes more than 15 ms.
 func TestCheckIdleBesideAParkedRead(t *testing.T) {
 	srv := pgtest.Shared(t)
@@ -38,10 +40,9 @@ func TestCheckIdleBesideAParkedRead(t *testing.T) {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		var b [1]byte
-		bc.Read(b[:]) // parked until the connection is closed below
+		parkedRead(bc) // parked until the connection is closed below
 	}()
-	waittest.Until(t, 30*time.Second, "the Read to be in progress", func() bool { return bc.reading.Load() > 0 })
+	waittest.Until(t, 30*time.Second, "the Read to be parked in the poller", readParked)
 
 	checked := make(chan error, 1)
 	go func() { checked <- CheckIdle(c.Conn()) }()
@@ -53,7 +54,7 @@ func TestCheckIdleBesideAParkedRead(t *testing.T) {
 		}
 	case <-ctx.Done():
 		blocked = true
-		t.Error("CheckIdle waited behind the parked Read (the test's guard passed)")
+		t.Error("CheckIdle waited behind the parked Read (its peek took the socket's read lock)")
 	}
 	// Closing the socket ends the parked Read (and a blocked CheckIdle).
 	conn := c.Hijack()
@@ -63,4 +64,25 @@ func TestCheckIdleBesideAParkedRead(t *testing.T) {
 		<-checked
 	}
 	conn.Close(context.Background())
+}
+
+// parkedRead is the goroutine readParked looks for: a Read of bc, which
+// waits in the poller while the server says nothing.
+func parkedRead(bc *boundedConn) {
+	var b [1]byte
+	bc.Read(b[:])
+}
+
+// readParked reports whether parkedRead's goroutine waits in the poller,
+// holding the socket's read lock: its stack, as the runtime prints it,
+// has both frames.
+func readParked() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("pgdb.parkedRead(")) && bytes.Contains(g, []byte("internal/poll.(*pollDesc).wait")) {
+			return true
+		}
+	}
+	return false
 }

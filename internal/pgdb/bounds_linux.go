@@ -23,12 +23,14 @@ func setUserTimeout(c syscall.RawConn, d time.Duration) error {
 
 // peek reads one byte of raw without taking it and without waiting: n is
 // 1 with bytes waiting, 0 at the end of the stream; rerr is recv's error
-// (EAGAIN: nothing waiting), err Control's.
+// (EAGAIN: nothing waiting), err Control's. Control, not Read, as the
+// proxy's and mcphttp's peeks: Read would queue for the socket's read lock
+// behind a Read in progress (pgx's background reader, parked on an idle
+// connection until the server speaks; see CheckIdle).
 func peek(raw syscall.RawConn) (n int, rerr, err error) {
 	var b [1]byte
-	err = raw.Read(func(fd uintptr) bool {
+	err = raw.Control(func(fd uintptr) {
 		n, _, rerr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		return true // never wait
 	})
 	return n, rerr, err
 }
